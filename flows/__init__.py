@@ -1,0 +1,1 @@
+"""Prefect flows: one per sweep kind, plus the per-variant subflow."""

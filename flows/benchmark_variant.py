@@ -1,0 +1,45 @@
+"""One variant's life: kill stale -> launch -> wait for health -> each level -> teardown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+
+from specsweep.config import SweepConfig, Variant
+from specsweep.results.rows import RunContext
+from specsweep.results.store import ResultsStore
+from tasks.benchmark import benchmark_level
+from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
+
+
+def _run_name() -> str:
+    variant = flow_run.parameters.get("variant")
+    label = variant.label if isinstance(variant, Variant) else Variant.model_validate(variant).label
+    return f"variant/{label}"
+
+
+@flow(name="benchmark-variant", flow_run_name=_run_name, log_prints=True)
+def benchmark_variant(
+    config: SweepConfig, variant: Variant, ctx: RunContext, force: bool = False
+) -> list[dict[str, Any]]:
+    """Benchmark one variant at every level; the server is torn down whatever happens."""
+    logger = get_run_logger()
+    store = ResultsStore(config.results_dir)
+    todo = [c for c in config.load.concurrency if not store.has_level(ctx.run_id, variant.label, c)]
+    if not todo:
+        logger.info("%s: every level already measured in run %s", variant.label, ctx.run_id)
+        return []
+    rows: list[dict[str, Any]] = []
+    handle = None
+    try:
+        kill_stale_processes(config, force=force)
+        handle = launch_server(config, variant, ctx.run_id)
+        facts = wait_for_health(config, handle)
+        for concurrency in todo:
+            rows.append(benchmark_level(config, ctx, variant, facts, concurrency))
+    finally:
+        if handle is not None:
+            teardown_server(config, handle)
+    return rows

@@ -1,0 +1,149 @@
+"""The `specsweep` command line: a thin adapter over config loading and the flows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specsweep.config import SweepConfig
+from specsweep.config_file import load_config
+from specsweep.errors import ConfigError, SpecsweepError
+from specsweep.plan import sweep_variants
+from specsweep.results.store import ResultsStore
+from specsweep.sglang_cmd import build_launch_command
+from specsweep.summary import Summary, summarize
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Benchmark SGLang speculative-decoding variants across concurrency levels.",
+)
+run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
+app.add_typer(run_app, name="run")
+console = Console()
+err = Console(stderr=True)
+
+REPO_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Sweep YAML file.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config key: --set load.output_len=64 (repeatable)."),
+]
+
+
+def _load(path: Path | None, overrides: list[str] | None) -> SweepConfig:
+    try:
+        config = load_config(path, overrides or [])
+        sweep_variants(config)  # every rule, before anything starts
+    except ConfigError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    return config
+
+
+def render_summary(summary: Summary, title: str) -> None:
+    if summary.throughput.empty:
+        console.print("[red]no level completed successfully[/]")
+    else:
+        table = Table(title=f"{title}: output throughput (tok/s)", title_justify="left")
+        table.add_column("concurrency", justify="right")
+        for name in summary.throughput.columns:
+            table.add_column(name, justify="right")
+        table.add_column("best", style="bold")
+        table.add_column("speedup", justify="right")
+        best = summary.best.set_index("concurrency")
+        for c, row in summary.throughput.iterrows():
+            cells = [f"{v:,.1f}" if v == v else "—" for v in row.to_numpy()]
+            speedup = best.at[c, "speedup"] if "speedup" in best.columns else float("nan")
+            style = "green" if speedup >= 1.0 else "red"
+            table.add_row(
+                str(c),
+                *cells,
+                str(best.at[c, "best_variant"]),
+                f"[{style}]{speedup:.2f}x[/]" if speedup == speedup else "—",
+            )
+        console.print(table)
+    for rec in summary.failed_levels.to_dict("records"):
+        console.print(
+            f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}"
+        )
+
+
+def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> None:
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
+    from flows.step_sweep import SweepFailed, step_sweep  # Prefect loads only when running
+
+    try:
+        result = step_sweep(config, run_id=run_id, force=force)
+        run_id, code = result["run_id"], 0
+    except SweepFailed as exc:
+        err.print(f"[bold red]{exc}[/]")
+        run_id, code = ResultsStore(config.results_dir).latest_run_id(), 1
+    except SpecsweepError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    if run_id:
+        store = ResultsStore(config.results_dir)
+        render_summary(summarize(store.read_levels(run_id)), f"run {run_id}")
+        console.print(f"results: {store.levels_dir / run_id}")
+    raise typer.Exit(code)
+
+
+@run_app.command("step-sweep")
+def run_step_sweep(
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    run_id: Annotated[str | None, typer.Option(help="Resume this run id.")] = None,
+    force: Annotated[
+        bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
+    ] = False,
+) -> None:
+    """Baseline plus one speculative variant per num_steps."""
+    _run_step_sweep(_load(config, set_), run_id, force)
+
+
+@app.command()
+def demo(set_: SetOpt = None) -> None:
+    """A step sweep on the bundled SGLang simulator (no GPU): examples/sim.yaml."""
+    path = REPO_EXAMPLES / "sim.yaml"
+    if not path.exists():
+        err.print(f"[red]demo config not found at {path}; run from a specsweep checkout[/]")
+        raise typer.Exit(2)
+    _run_step_sweep(_load(path, set_), None, False)
+
+
+@app.command()
+def plan(config: ConfigOpt, set_: SetOpt = None) -> None:
+    """Validate a config and print what would run, without launching anything."""
+    cfg = _load(config, set_)
+    variants = sweep_variants(cfg)
+    for variant in variants:
+        console.print(f"[bold]{variant.label}[/]")
+        console.print(f"  {build_launch_command(cfg.server, variant).shell()}", soft_wrap=True)
+    levels = ", ".join(f"c={c} ({cfg.load.num_requests(c)} req)" for c in cfg.load.concurrency)
+    console.print(f"levels: {levels}")
+    console.print(f"{len(variants)} variants x {len(cfg.load.concurrency)} levels")
+
+
+@app.command()
+def summary(
+    run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Results root.")] = Path("results"),
+) -> None:
+    """Re-render a run's summary from its Parquet files."""
+    store = ResultsStore(results_dir)
+    run_id = run_id or store.latest_run_id()
+    if run_id is None:
+        err.print(f"[red]no runs under {results_dir}[/]")
+        raise typer.Exit(1)
+    render_summary(summarize(store.read_levels(run_id)), f"run {run_id}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,325 @@
+"""What a user configures: pydantic models that double as Prefect UI forms.
+
+Every rule that sglang enforces late (or silently overrides) is enforced here,
+before anything is launched, so a sweep never burns an hour of GPU time on a
+configuration that was wrong from the start.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+SGLANG_MRR_DEFAULT_WITH_SPECULATION = 48
+
+# Flags whose value specsweep owns: passing them through extra_args would make
+# the recorded configuration lie about what actually ran.
+_OWNED_FLAGS = (
+    "--model-path",
+    "--host",
+    "--port",
+    "--tp",
+    "--tp-size",
+    "--max-running-requests",
+    "--served-model-name",
+)
+_OWNED_PREFIXES = ("--speculative-algorithm", "--speculative-draft-model", "--speculative-num-")
+_OWNED_EXACT = ("--speculative-eagle-topk",)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._=-]{0,79}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"environment variable name {key!r} is not a valid name")
+    return env
+
+
+def _check_extra_args(args: list[str]) -> list[str]:
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in _OWNED_FLAGS or flag in _OWNED_EXACT or flag.startswith(_OWNED_PREFIXES):
+            raise ValueError(
+                f"{flag} is set by specsweep from the server/variant fields; "
+                "set the matching field instead of passing it in extra_args"
+            )
+    return args
+
+
+class LocalTarget(_Model):
+    """Servers run on this machine, as this user."""
+
+    kind: Literal["local"] = "local"
+    name: str = Field("local", description="Label recorded with every result.")
+    workdir: Path = Field(
+        Path(".specsweep"),
+        description="Where server logs and the launch state file live.",
+    )
+
+
+Target = LocalTarget
+
+
+class ServerSpec(_Model):
+    """How to start a server on the target; shared by every variant of a sweep."""
+
+    backend: Literal["sglang", "simulator"] = Field(
+        "sglang",
+        description="'sglang' runs python -m sglang.launch_server; 'simulator' runs "
+        "specsweep's SGLang simulator with the same flags.",
+    )
+    model_path: str = Field(..., min_length=1, description="--model-path (HF id or local dir).")
+    host: str = Field("127.0.0.1", description="--host the server binds and specsweep calls.")
+    port: int = Field(30000, ge=1, le=65535, description="--port.")
+    tp: PositiveInt = Field(1, description="--tp-size.")
+    python: str | None = Field(
+        None,
+        description="Python executable that has sglang installed (e.g. /opt/sglang/bin/python); "
+        "default: python3 for sglang, this interpreter for the simulator.",
+    )
+    launch_prefix: list[str] = Field(
+        default_factory=list,
+        description="Argv placed before the python executable, e.g. ['numactl', '-N0'].",
+    )
+    max_running_requests: PositiveInt | None = Field(
+        None,
+        description="--max-running-requests for every variant. sglang resets it to 48 "
+        "when speculation is on and it is unset, so comparisons need it set.",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment.")
+    extra_args: list[str] = Field(
+        default_factory=list, description="Further sglang flags, passed verbatim."
+    )
+    startup_timeout_s: float = Field(
+        1800.0, gt=0, description="Give up waiting for readiness after this long."
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_env(v)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_owned_flags(cls, v: list[str]) -> list[str]:
+        return _check_extra_args(v)
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+class Variant(_Model):
+    """One server configuration: the baseline (no algorithm) or a speculative setup."""
+
+    name: str | None = Field(
+        None, description="Stable name; derived from the parameters when left out."
+    )
+    algorithm: SpecAlgorithm | None = Field(
+        None, description="--speculative-algorithm; empty for the baseline."
+    )
+    draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
+    num_steps: PositiveInt | None = Field(None, description="--speculative-num-steps.")
+    topk: PositiveInt | None = Field(None, description="--speculative-eagle-topk.")
+    num_draft_tokens: PositiveInt | None = Field(
+        None,
+        description="--speculative-num-draft-tokens; with topk=1 it defaults to num_steps+1.",
+    )
+    spec_v2: bool = Field(
+        False, description=f"Run sglang's overlap spec path ({SPEC_V2_ENV}=True); needs topk=1."
+    )
+    max_running_requests: PositiveInt | None = Field(
+        None, description="Overrides the server's --max-running-requests for this variant."
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_env(v)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_owned_flags(cls, v: list[str]) -> list[str]:
+        return _check_extra_args(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_safe(cls, v: str | None) -> str | None:
+        if v is not None and not _VARIANT_NAME.match(v):
+            raise ValueError(
+                f"variant name {v!r}: use lowercase letters, digits and . _ = - (max 80)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _speculative_rules(self) -> Variant:
+        spec_fields = {
+            "draft_model_path": self.draft_model_path,
+            "num_steps": self.num_steps,
+            "topk": self.topk,
+            "num_draft_tokens": self.num_draft_tokens,
+        }
+        if self.algorithm is None:
+            given = [k for k, v in spec_fields.items() if v is not None]
+            if given or self.spec_v2:
+                raise ValueError(
+                    f"{', '.join(given) or 'spec_v2'} set without an algorithm; "
+                    "set algorithm (e.g. EAGLE3) or remove them for the baseline"
+                )
+            return self
+        if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE") and not self.draft_model_path:
+            raise ValueError(f"{self.algorithm} needs draft_model_path")
+        if self.num_steps is None or self.topk is None:
+            raise ValueError(
+                "set num_steps and topk together (sglang fails with a bare AssertionError "
+                "when steps is missing, and picks hidden defaults when all are missing)"
+            )
+        chain = self.num_steps + 1
+        tree_max = self.num_steps * self.topk + 1
+        if self.topk == 1 and self.num_draft_tokens not in (None, chain):
+            raise ValueError(
+                f"with topk=1 sglang forces num_draft_tokens = num_steps + 1 = {chain}; "
+                f"got {self.num_draft_tokens}. Leave it out or set {chain}"
+            )
+        if self.topk > 1 and self.num_draft_tokens is None:
+            raise ValueError(
+                f"topk={self.topk} needs num_draft_tokens (between 2 and num_steps*topk+1 = "
+                f"{tree_max})"
+            )
+        if self.num_draft_tokens is not None and self.num_draft_tokens > tree_max:
+            raise ValueError(
+                f"num_draft_tokens={self.num_draft_tokens} exceeds num_steps*topk+1 = {tree_max}: "
+                "the draft tree cannot hold that many tokens"
+            )
+        if self.uses_spec_v2 and self.topk > 1:
+            raise ValueError(
+                f"{SPEC_V2_ENV} (the spec v2 overlap path) only supports topk=1; "
+                f"got topk={self.topk}"
+            )
+        return self
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.algorithm is None
+
+    @property
+    def resolved_num_draft_tokens(self) -> int | None:
+        if self.algorithm is None or self.num_steps is None:
+            return None
+        if self.topk == 1:
+            return self.num_steps + 1
+        return self.num_draft_tokens
+
+    @property
+    def uses_spec_v2(self) -> bool:
+        return self.spec_v2 or _truthy(self.env.get(SPEC_V2_ENV))
+
+    @property
+    def label(self) -> str:
+        """The variant's stable name: the given one, else derived from its parameters."""
+        if self.name:
+            return self.name
+        if self.algorithm is None:
+            return "baseline"
+        label = (
+            f"{self.algorithm.lower()}-s{self.num_steps}-k{self.topk}"
+            f"-d{self.resolved_num_draft_tokens}"
+        )
+        return label + ("-v2" if self.uses_spec_v2 else "")
+
+
+class LoadSpec(_Model):
+    """The closed-loop load applied at each concurrency level."""
+
+    concurrency: list[PositiveInt] = Field(
+        [1, 2, 4, 8, 16, 32, 64], min_length=1, description="Concurrency levels, in order."
+    )
+    input_len: PositiveInt = Field(256, description="Prompt tokens per request (exact).")
+    output_len: PositiveInt = Field(256, description="Output tokens per request (ignore_eos).")
+    requests_per_level: PositiveInt | None = Field(
+        None,
+        description="Requests measured per level; default max(min_requests, "
+        "requests_per_stream * concurrency).",
+    )
+    requests_per_stream: PositiveInt = Field(
+        4, description="Used when requests_per_level is unset."
+    )
+    min_requests: PositiveInt = Field(8, description="Used when requests_per_level is unset.")
+    warmup_requests: int = Field(
+        -1, ge=-1, description="Unmeasured requests before each level; -1 = one per stream."
+    )
+    seed: int = Field(0, description="Seed of the random prompt token ids.")
+    request_timeout_s: float = Field(600.0, gt=0, description="Per-request timeout.")
+    max_error_rate: float = Field(
+        0.05, ge=0, le=1, description="A level with more failed requests is marked failed."
+    )
+
+    @field_validator("concurrency")
+    @classmethod
+    def _distinct_sorted(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"concurrency levels repeat: {v}")
+        return sorted(v)
+
+    def num_requests(self, concurrency: int) -> int:
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        return max(self.min_requests, self.requests_per_stream * concurrency)
+
+    def num_warmup(self, concurrency: int) -> int:
+        return concurrency if self.warmup_requests < 0 else self.warmup_requests
+
+
+class StepSweep(_Model):
+    """Baseline plus one speculative variant per num_steps, at a fixed topk."""
+
+    algorithm: SpecAlgorithm = "EAGLE3"
+    draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
+    num_steps: list[PositiveInt] = Field([1, 2, 3], min_length=1)
+    topk: PositiveInt = 1
+    num_draft_tokens: PositiveInt | None = Field(
+        None, description="Fixed draft tokens; with topk=1 it is num_steps+1 per variant."
+    )
+    spec_v2: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("num_steps")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"num_steps repeat: {v}")
+        return sorted(v)
+
+
+class SweepConfig(_Model):
+    """One sweep: where, which server, what load, which variants."""
+
+    name: str = Field("sweep", description="Free label recorded with the run.")
+    target: Target = Field(default_factory=LocalTarget)
+    server: ServerSpec
+    load: LoadSpec = Field(default_factory=LoadSpec)
+    results_dir: Path = Field(Path("results"), description="Root of the Parquet results.")
+    step_sweep: StepSweep | None = None
+    variants: list[Variant] = Field(
+        default_factory=list, description="Explicit variants (used when no sweep section)."
+    )

@@ -1,0 +1,44 @@
+"""One exception hierarchy for the engine; messages say what to do next."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class SpecsweepError(Exception):
+    """Base of every engine error."""
+
+
+class ConfigError(SpecsweepError, ValueError):
+    """A configuration that cannot run; the message says what to change."""
+
+
+class ServerStartError(SpecsweepError):
+    """The server did not become ready; carries the tail of its log."""
+
+    def __init__(self, message: str, log_tail: Sequence[str] = ()) -> None:
+        self.log_tail = list(log_tail)
+        tail = "\n".join(f"    | {line}" for line in self.log_tail)
+        super().__init__(f"{message}\n  last log lines:\n{tail}" if tail else message)
+
+
+class ServerDiedError(ServerStartError):
+    """The server process exited while specsweep waited for it."""
+
+
+class ServerStartTimeout(ServerStartError):
+    """The server stayed alive but never became ready in time."""
+
+
+class StaleProcessError(SpecsweepError):
+    """Something specsweep may not kill stands in the way of the launch."""
+
+
+__all__ = [
+    "ConfigError",
+    "ServerDiedError",
+    "ServerStartError",
+    "ServerStartTimeout",
+    "SpecsweepError",
+    "StaleProcessError",
+]

@@ -1,0 +1,108 @@
+"""Expand a sweep into the variants and (variant, level) units it will run.
+
+Pure functions: the dry run prints exactly what the flow will execute, and
+every cross-variant rule is checked here before a server is launched.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from specsweep.config import (
+    SGLANG_MRR_DEFAULT_WITH_SPECULATION,
+    StepSweep,
+    SweepConfig,
+    Variant,
+)
+from specsweep.errors import ConfigError
+from specsweep.sglang_cmd import effective_max_running_requests
+
+log = logging.getLogger(__name__)
+
+BASELINE = Variant()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One benchmark measurement: a variant at one concurrency level."""
+
+    variant: Variant
+    concurrency: int
+
+
+def step_sweep_variants(step: StepSweep) -> list[Variant]:
+    """Baseline first, then one variant per num_steps at the sweep's topk."""
+    variants = [BASELINE]
+    for steps in step.num_steps:
+        try:
+            variants.append(
+                Variant(
+                    algorithm=step.algorithm,
+                    draft_model_path=step.draft_model_path,
+                    num_steps=steps,
+                    topk=step.topk,
+                    num_draft_tokens=step.num_draft_tokens,
+                    spec_v2=step.spec_v2,
+                    env=step.env,
+                    extra_args=step.extra_args,
+                )
+            )
+        except ValidationError as exc:
+            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise ConfigError(f"step_sweep num_steps={steps}: {msg}") from None
+    return variants
+
+
+def sweep_variants(config: SweepConfig) -> list[Variant]:
+    """The variants of a sweep, validated as a set."""
+    if config.step_sweep is not None and config.variants:
+        raise ConfigError("give either a step_sweep section or an explicit variants list, not both")
+    if config.step_sweep is not None:
+        variants = step_sweep_variants(config.step_sweep)
+    elif config.variants:
+        variants = list(config.variants)
+    else:
+        raise ConfigError("nothing to run: add a step_sweep section or a variants list")
+    check_variant_set(config, variants)
+    return variants
+
+
+def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
+    labels = [v.label for v in variants]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise ConfigError(f"variant names must be unique; repeated: {', '.join(dupes)}")
+    speculative = [v for v in variants if not v.is_baseline]
+    if not speculative:
+        return
+    caps = {v.label: effective_max_running_requests(config.server, v) for v in variants}
+    missing = [name for name, cap in caps.items() if cap is None]
+    if missing:
+        raise ConfigError(
+            "set server.max_running_requests: with speculation sglang silently caps it at "
+            f"{SGLANG_MRR_DEFAULT_WITH_SPECULATION} while the baseline keeps its own default, so "
+            f"the comparison would be unfair above {SGLANG_MRR_DEFAULT_WITH_SPECULATION} "
+            f"concurrent requests (unset for: {', '.join(missing)})"
+        )
+    if len(set(caps.values())) > 1:
+        detail = ", ".join(f"{k}={v}" for k, v in caps.items())
+        raise ConfigError(
+            f"max_running_requests differs between variants ({detail}); "
+            "baseline and speculative variants must run with the same cap"
+        )
+    cap = next(iter(caps.values()))
+    top = max(config.load.concurrency)
+    if cap is not None and top > cap:
+        log.warning(
+            "concurrency %d exceeds max_running_requests %d: requests above the cap queue "
+            "on the server and the level measures queueing",
+            top,
+            cap,
+        )
+
+
+def plan_units(config: SweepConfig) -> list[Unit]:
+    return [Unit(variant, c) for variant in sweep_variants(config) for c in config.load.concurrency]

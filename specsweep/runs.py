@@ -1,0 +1,78 @@
+"""The `runs` row: what was asked for, by which code, and how it ended."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from specsweep.config import SweepConfig, Variant
+from specsweep.redact import redact_env
+from specsweep.results.rows import RunContext
+from specsweep.results.schema import SCHEMA_VERSION
+
+
+def specsweep_version() -> str:
+    try:
+        return metadata.version("specsweep")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def git_revision() -> str | None:
+    """The commit of the specsweep checkout, '+dirty' when it has local changes."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def redacted_config_json(config: SweepConfig) -> str:
+    data = config.model_dump(mode="json")
+    data["server"]["env"] = redact_env(data["server"]["env"])
+    for variant in data.get("variants", []):
+        variant["env"] = redact_env(variant["env"])
+    if data.get("step_sweep"):
+        data["step_sweep"]["env"] = redact_env(data["step_sweep"]["env"])
+    return json.dumps(data, sort_keys=True)
+
+
+def run_row(
+    config: SweepConfig,
+    ctx: RunContext,
+    variants: list[Variant],
+    failed: list[str],
+    started_at: datetime,
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "sweep_kind": ctx.sweep_kind,
+        "sweep_name": ctx.sweep_name,
+        "target": ctx.target,
+        "hostname": ctx.hostname,
+        "specsweep_version": specsweep_version(),
+        "git_revision": git_revision(),
+        "config": redacted_config_json(config),
+        "variants": [v.label for v in variants],
+        "failed_variants": failed,
+        "started_at": started_at,
+        "ended_at": datetime.now(UTC),
+        "status": "failed" if failed else "completed",
+    }

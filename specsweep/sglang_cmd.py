@@ -1,0 +1,85 @@
+"""The one place that turns a variant into the sglang command line.
+
+Both the real server and the simulator are started from this argv, so what
+the tests exercise is exactly what a GPU host runs.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from specsweep.config import SPEC_V2_ENV, ServerSpec, Variant
+from specsweep.redact import redact_env
+
+MODULES = {
+    "sglang": "sglang.launch_server",
+    "simulator": "specsweep.sim.launch_server",
+}
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """Argv plus the environment variables added on top of the target's own."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def shell(self, *, redact: bool = True) -> str:
+        """A copy-pasteable shell line with every part quoted; secrets hidden by default."""
+        env = redact_env(self.env) if redact else dict(self.env)
+        prefix = ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
+        return shlex.join([*prefix, *self.argv])
+
+
+def python_for(server: ServerSpec) -> str:
+    if server.python:
+        return server.python
+    return sys.executable if server.backend == "simulator" else "python3"
+
+
+def effective_max_running_requests(server: ServerSpec, variant: Variant) -> int | None:
+    return variant.max_running_requests or server.max_running_requests
+
+
+def variant_env(server: ServerSpec, variant: Variant) -> dict[str, str]:
+    env = {**server.env, **variant.env}
+    if variant.spec_v2:
+        env[SPEC_V2_ENV] = "True"
+    return env
+
+
+def build_launch_command(server: ServerSpec, variant: Variant) -> LaunchCommand:
+    argv: list[str] = [
+        *server.launch_prefix,
+        python_for(server),
+        "-m",
+        MODULES[server.backend],
+        "--model-path",
+        server.model_path,
+        "--host",
+        server.host,
+        "--port",
+        str(server.port),
+        "--tp-size",
+        str(server.tp),
+    ]
+    mrr = effective_max_running_requests(server, variant)
+    if mrr is not None:
+        argv += ["--max-running-requests", str(mrr)]
+    if variant.algorithm is not None:
+        argv += ["--speculative-algorithm", variant.algorithm]
+        if variant.draft_model_path:
+            argv += ["--speculative-draft-model-path", variant.draft_model_path]
+        argv += [
+            "--speculative-num-steps",
+            str(variant.num_steps),
+            "--speculative-eagle-topk",
+            str(variant.topk),
+            "--speculative-num-draft-tokens",
+            str(variant.resolved_num_draft_tokens),
+        ]
+    argv += [*server.extra_args, *variant.extra_args]
+    return LaunchCommand(argv=tuple(argv), env=variant_env(server, variant))

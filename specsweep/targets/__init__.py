@@ -1,0 +1,1 @@
+"""Where servers run. v1 has the local machine; SSH hosts come next."""

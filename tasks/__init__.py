@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers that add retries, logging and artifacts to engine steps."""

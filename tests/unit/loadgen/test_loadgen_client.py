@@ -1,0 +1,278 @@
+"""stream_generate and run_level against a tiny sglang-like SSE stub on loopback.
+
+The stub picks its behaviour from the first path segment, so one server covers
+every scenario: POST /{scenario}/generate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from specsweep.config import LoadSpec
+from specsweep.loadgen.client import stream_generate
+from specsweep.loadgen.metrics import RequestRecord
+from specsweep.loadgen.prompts import level_seed, make_input_ids
+from specsweep.loadgen.runner import run_level, run_level_sync
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def chunk(prompt: int, total: int, finish: Any = None, **extra: Any) -> bytes:
+    meta = {"prompt_tokens": prompt, "completion_tokens": total, "finish_reason": finish}
+    return sse({"text": "tok " * total, "meta_info": {**meta, **extra}})
+
+
+class Stub:
+    """Counts requests and how many are in flight at once."""
+
+    def __init__(self) -> None:
+        self.received: list[list[int]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/{scenario}/generate", self.handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        ids: list[int] = body["input_ids"]
+        n_out: int = body["sampling_params"]["max_new_tokens"]
+        assert body["stream"] is True
+        assert body["sampling_params"]["ignore_eos"] is True
+        self.received.append(ids)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        leaving = False
+        try:
+            scenario = request.match_info["scenario"]
+            if scenario == "error500":
+                return web.Response(status=500, text="boom")
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            p = len(ids)
+            if scenario == "ok":
+                for i in range(1, n_out + 1):
+                    await asyncio.sleep(0.01)
+                    final = {"type": "length", "length": n_out} if i == n_out else None
+                    spec = {"spec_verify_ct": n_out // 2, "spec_accept_length": 2.0} if final else {}
+                    await resp.write(chunk(p, i, final, **spec))
+            elif scenario == "multi":
+                await resp.write(chunk(p, 1))
+                await resp.write(chunk(p, 4))  # three tokens at once
+                await resp.write(chunk(p, 4))  # no new token: not a chunk arrival
+                await resp.write(chunk(p, 5, {"type": "length", "length": 5}, spec_verify_ct=2))
+            elif scenario == "split":
+                await resp.write(chunk(p, 1))
+                data = chunk(p, 2, {"type": "length", "length": 2})
+                await resp.write(data[:17])  # cut inside the JSON
+                await asyncio.sleep(0.05)
+                await resp.write(data[17:])
+            elif scenario == "stop":
+                await resp.write(chunk(p, 1))
+                await resp.write(chunk(p, 3, {"type": "stop", "matched": 2}))
+            elif scenario == "abort":
+                await resp.write(chunk(p, 1))
+                await resp.write(chunk(p, 1, {"type": "abort", "message": "out of memory"}))
+            elif scenario == "inerror":
+                await resp.write(chunk(p, 1))
+                await resp.write(sse({"error": {"message": "bad things"}}))
+            elif scenario == "garbage":
+                await resp.write(chunk(p, 1))
+                await resp.write(b"data: {not json\n\n")
+            elif scenario == "nodone":
+                await resp.write(chunk(p, 1))
+                await resp.write_eof()
+                return resp
+            elif scenario == "drop":
+                await resp.write(chunk(p, 1))
+                await asyncio.sleep(0.02)
+                assert request.transport is not None
+                request.transport.close()
+                return resp
+            elif scenario == "slow":
+                await resp.write(chunk(p, 1))
+                await asyncio.sleep(5)
+            self.in_flight -= 1  # before [DONE], so the count can never over-report
+            leaving = True
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+        finally:
+            if not leaving:
+                self.in_flight -= 1
+
+
+async def with_stub(body: Callable[[Stub, str], Awaitable[Any]]) -> Any:
+    stub = Stub()
+    url = await stub.start()
+    try:
+        return await body(stub, url)
+    finally:
+        await stub.stop()
+
+
+def one(scenario: str, output_len: int = 5, timeout_s: float = 30.0) -> RequestRecord:
+    async def body(stub: Stub, url: str) -> RequestRecord:
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            return await stream_generate(
+                session, f"{url}/{scenario}", [101, 102, 103], output_len, 7, timeout_s
+            )
+
+    return asyncio.run(with_stub(body))
+
+
+def test_ok_stream() -> None:
+    r = one("ok", output_len=4)
+    assert r.ok, r.error
+    assert (r.index, r.prompt_tokens, r.output_tokens, r.finish_reason) == (7, 3, 4, "length")
+    assert r.chunk_tokens == (1, 1, 1, 1)
+    assert len(r.chunk_times) == 4
+    assert r.start < r.chunk_times[0] <= r.chunk_times[-1] <= r.end
+    assert (r.spec_verify_ct, r.spec_accept_length) == (2, 2.0)
+
+
+def test_multi_token_chunk() -> None:
+    r = one("multi")
+    assert r.ok, r.error
+    assert r.chunk_tokens == (1, 3, 1)
+    assert r.output_tokens == 5
+    assert len(r.itls) == 4
+    assert r.spec_verify_ct == 2
+    assert r.spec_accept_length is None  # not sent by the stub
+
+
+def test_chunk_split_across_writes() -> None:
+    r = one("split", output_len=2)
+    assert r.ok, r.error
+    assert r.chunk_tokens == (1, 1)
+    assert r.finish_reason == "length"
+
+
+def test_early_stop_is_recorded_not_failed() -> None:
+    r = one("stop", output_len=8)
+    assert r.ok, r.error
+    assert (r.output_tokens, r.finish_reason) == (3, "stop")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("error500", "HTTP 500: boom"),
+        ("abort", "aborted by server: out of memory"),
+        ("inerror", "server error in stream: bad things"),
+        ("garbage", "malformed stream"),
+        ("nodone", "no [DONE]"),
+        ("drop", "connection error"),
+    ],
+)
+def test_failures_become_records(scenario: str, expected: str) -> None:
+    r = one(scenario)
+    assert not r.ok
+    assert r.error is not None and expected in r.error
+    assert r.output_tokens == 0
+    assert r.end >= r.start
+
+
+def test_timeout_becomes_record() -> None:
+    r = one("slow", timeout_s=0.3)
+    assert r.error == "timeout after 0.3s"
+    assert r.chunk_tokens == (1,)  # what arrived before the timeout is kept
+    assert r.e2e < 4.0  # generous: the stub would take 5 s
+
+
+def test_connection_refused_becomes_record() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def body() -> RequestRecord:
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            return await stream_generate(session, f"http://127.0.0.1:{port}", [101], 4, 0, 5.0)
+
+    r = asyncio.run(body())
+    assert r.error is not None and r.error.startswith("connection error")
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_run_level_closed_loop(concurrency: int) -> None:
+    load = LoadSpec(
+        concurrency=[concurrency],
+        input_len=16,
+        output_len=6,
+        requests_per_level=10,
+        seed=3,
+        request_timeout_s=30,
+    )
+    progress: list[tuple[int, int]] = []
+
+    async def body(stub: Stub, url: str) -> Any:
+        result = await run_level(
+            f"{url}/ok", concurrency, load, on_progress=lambda d, t: progress.append((d, t))
+        )
+        return stub, result
+
+    stub, result = asyncio.run(with_stub(body))
+    n_warmup = load.num_warmup(concurrency)
+    assert n_warmup == concurrency
+    assert len(stub.received) == 10 + n_warmup
+    assert stub.max_in_flight == concurrency
+    assert progress == [(i, 10) for i in range(1, 11)]
+    assert [r.index for r in result.records] == list(range(10))
+    assert all(r.ok for r in result.records)
+
+    measured = {tuple(p) for p in make_input_ids(10, 16, level_seed(3, concurrency))}
+    sent = {tuple(p) for p in stub.received}
+    assert len(sent) == len(stub.received)  # every request had its own prompt
+    assert measured <= sent
+
+    m = result.metrics
+    assert (m.completed, m.failed, m.status) == (10, 0, "ok")
+    assert (m.input_tokens, m.output_tokens) == (160, 60)
+    assert m.accept_length == pytest.approx(2.0)  # 6 tokens / 3 verify steps each
+    assert result.started_at <= result.ended_at
+    assert 0 < m.achieved_concurrency <= concurrency + 1e-6
+
+
+def test_run_level_against_failing_server() -> None:
+    load = LoadSpec(requests_per_level=6, warmup_requests=0, request_timeout_s=30)
+
+    async def body(stub: Stub, url: str) -> Any:
+        return stub, await run_level(f"{url}/error500", 2, load)
+
+    stub, result = asyncio.run(with_stub(body))
+    assert len(stub.received) == 6
+    assert result.metrics.status == "failed"
+    assert result.metrics.error == "6 of 6 requests: HTTP 500: boom"
+
+
+def test_run_level_sync_without_server() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    load = LoadSpec(requests_per_level=3, warmup_requests=1, request_timeout_s=5)
+    result = run_level_sync(f"http://127.0.0.1:{port}", 2, load)
+    assert len(result.records) == 3
+    assert result.metrics.failed == 3
+    assert result.metrics.status == "failed"
