@@ -11,7 +11,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -44,6 +52,13 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _stringify_env(v: object) -> object:
+    """YAML turns `CUDA_VISIBLE_DEVICES: 0` into an int; the environment only has strings."""
+    if isinstance(v, dict):
+        return {k: str(x) if isinstance(x, int | float | bool) else x for k, x in v.items()}
+    return v
+
+
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for key in env:
         if not _ENV_NAME.match(key):
@@ -60,6 +75,10 @@ def _check_extra_args(args: list[str]) -> list[str]:
                 "set the matching field instead of passing it in extra_args"
             )
     return args
+
+
+EnvMap = Annotated[dict[str, str], BeforeValidator(_stringify_env), AfterValidator(_check_env)]
+ExtraArgs = Annotated[list[str], AfterValidator(_check_extra_args)]
 
 
 class LocalTarget(_Model):
@@ -102,23 +121,13 @@ class ServerSpec(_Model):
         description="--max-running-requests for every variant. sglang resets it to 48 "
         "when speculation is on and it is unset, so comparisons need it set.",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment.")
-    extra_args: list[str] = Field(
+    env: EnvMap = Field(default_factory=dict, description="Extra environment.")
+    extra_args: ExtraArgs = Field(
         default_factory=list, description="Further sglang flags, passed verbatim."
     )
     startup_timeout_s: float = Field(
         1800.0, gt=0, description="Give up waiting for readiness after this long."
     )
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        return _check_env(v)
-
-    @field_validator("extra_args")
-    @classmethod
-    def _no_owned_flags(cls, v: list[str]) -> list[str]:
-        return _check_extra_args(v)
 
     @property
     def base_url(self) -> str:
@@ -148,18 +157,8 @@ class Variant(_Model):
     max_running_requests: PositiveInt | None = Field(
         None, description="Overrides the server's --max-running-requests for this variant."
     )
-    env: dict[str, str] = Field(default_factory=dict)
-    extra_args: list[str] = Field(default_factory=list)
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        return _check_env(v)
-
-    @field_validator("extra_args")
-    @classmethod
-    def _no_owned_flags(cls, v: list[str]) -> list[str]:
-        return _check_extra_args(v)
+    env: EnvMap = Field(default_factory=dict, description="Extra environment for this variant.")
+    extra_args: ExtraArgs = Field(default_factory=list, description="Further sglang flags.")
 
     @field_validator("name")
     @classmethod
@@ -300,8 +299,8 @@ class StepSweep(_Model):
         None, description="Fixed draft tokens; with topk=1 it is num_steps+1 per variant."
     )
     spec_v2: bool = False
-    env: dict[str, str] = Field(default_factory=dict)
-    extra_args: list[str] = Field(default_factory=list)
+    env: EnvMap = Field(default_factory=dict, description="Extra environment for this variant.")
+    extra_args: ExtraArgs = Field(default_factory=list, description="Further sglang flags.")
 
     @field_validator("num_steps")
     @classmethod

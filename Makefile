@@ -1,0 +1,41 @@
+# Everything installs itself: a fresh machine needs only Python 3.11+ and make.
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+
+.PHONY: demo test install lint format lock clean
+
+demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
+	$(VENV)/bin/specsweep demo
+
+test: install  ## The whole test suite.
+	$(VENV)/bin/pytest
+
+install: $(VENV)/.synced
+
+$(UV):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "specsweep needs Python 3.11+ (set PYTHON=...)")'
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --python $(PYTHON)
+	@touch $@
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+lock: $(UV)
+	$(UV) lock --python $(PYTHON)
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .specsweep

@@ -1,0 +1,65 @@
+"""Shared fixtures: free loopback ports and simulator configurations."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specsweep.config_file import parse_config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+FAST_SIM_ENV = {
+    "SPECSWEEP_SIM_TIME_SCALE": "0.05",
+    "SPECSWEEP_SIM_LOAD_SECONDS": "0.3",
+    "SPECSWEEP_SIM_WARMUP_SECONDS": "0.3",
+}
+
+
+def sim_config_data(tmp_path: Path, port: int, **sections: Any) -> dict[str, Any]:
+    """A small, fast step sweep on the simulator, as the dict a YAML file would give."""
+    data: dict[str, Any] = {
+        "name": "test",
+        "target": {"kind": "local", "name": "test-host", "workdir": str(tmp_path / "work")},
+        "results_dir": str(tmp_path / "results"),
+        "server": {
+            "backend": "simulator",
+            "model_path": "sim/llama",
+            "port": port,
+            "max_running_requests": 32,
+            "startup_timeout_s": 30,
+            "env": dict(FAST_SIM_ENV),
+        },
+        "step_sweep": {"algorithm": "EAGLE3", "draft_model_path": "sim/draft", "num_steps": [2]},
+        "load": {
+            "concurrency": [1, 4],
+            "input_len": 16,
+            "output_len": 16,
+            "requests_per_stream": 2,
+            "min_requests": 4,
+        },
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data
+
+
+@pytest.fixture
+def sim_config(tmp_path: Path, port: int):
+    return parse_config(sim_config_data(tmp_path, port))
