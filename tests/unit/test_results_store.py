@@ -1,0 +1,88 @@
+from datetime import UTC, datetime
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from specsweep.config import LoadSpec, ServerSpec, Variant
+from specsweep.loadgen.metrics import LevelMetrics, RequestRecord, compute_level_metrics
+from specsweep.loadgen.runner import LevelResult
+from specsweep.results.rows import RunContext, ServerFacts, level_row
+from specsweep.results.schema import LEVELS_SCHEMA, METRIC_FIELDS
+from specsweep.results.store import ResultsStore, new_run_id
+from specsweep.summary import summarize
+
+
+def record(i: int, tokens: int = 8, error: str | None = None) -> RequestRecord:
+    times = tuple(0.1 + 0.01 * k for k in range(tokens)) if error is None else ()
+    return RequestRecord(
+        index=i, start=0.0, end=0.1 + 0.01 * tokens, chunk_times=times,
+        chunk_tokens=(1,) * len(times), prompt_tokens=16,
+        output_tokens=0 if error else tokens, finish_reason=None if error else "length",
+        spec_verify_ct=None, spec_accept_length=None, error=error,
+    )  # fmt: skip
+
+
+def result(concurrency: int, records: list[RequestRecord]) -> LevelResult:
+    now = datetime.now(UTC)
+    metrics = compute_level_metrics(records, concurrency, 0.05)
+    return LevelResult(metrics=metrics, records=tuple(records), started_at=now, ended_at=now)
+
+
+def row_for(variant: Variant, concurrency: int, run_id: str = "r1", **server_kw) -> dict:
+    server = ServerSpec(model_path="m", max_running_requests=8, **server_kw)
+    ctx = RunContext(run_id, "step_sweep", "t", "local")
+    res = result(concurrency, [record(i) for i in range(4)])
+    return level_row(ctx, server, variant, LoadSpec(), ServerFacts("0.5.9", False), res)
+
+
+def test_metric_columns_match_loadgen():
+    names = [f.name for f in METRIC_FIELDS]
+    assert names == list(LevelMetrics.__dataclass_fields__)[1:]  # all but concurrency
+    assert "concurrency" in LEVELS_SCHEMA.names
+
+
+def test_write_is_atomic_and_round_trips(tmp_path):
+    store = ResultsStore(tmp_path)
+    spec = Variant(algorithm="EAGLE3", draft_model_path="d", num_steps=2, topk=1)
+    path = store.write_level(row_for(spec, 4, env={"HF_TOKEN": "hf_x"}))
+    assert path == tmp_path / "levels" / "r1" / "eagle3-s2-k1-d3__c00004.parquet"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
+    assert pq.read_schema(path).equals(LEVELS_SCHEMA, check_metadata=False)
+    df = pd.read_parquet(tmp_path / "levels")  # readable without specsweep
+    assert len(df) == 1 and df.loc[0, "num_draft_tokens"] == 3
+    assert "hf_x" not in df.loc[0, "server_command"] and "hf_x" not in df.loc[0, "env"]
+    assert store.has_level("r1", "eagle3-s2-k1-d3", 4)
+    assert store.read_levels("r1").loc[0, "completed"] == 4
+
+
+def test_unknown_columns_are_refused(tmp_path):
+    row = row_for(Variant(), 1)
+    row["bogus"] = 1
+    with pytest.raises(ValueError, match="bogus"):
+        ResultsStore(tmp_path).write_level(row)
+
+
+def test_run_ids_sort_by_time():
+    a = new_run_id(datetime(2026, 1, 1, tzinfo=UTC))
+    b = new_run_id(datetime(2026, 1, 2, tzinfo=UTC))
+    assert a < b and a.startswith("20260101T000000Z-")
+
+
+def test_summary_best_and_speedup_skip_failed_levels(tmp_path):
+    store = ResultsStore(tmp_path)
+    spec = Variant(algorithm="EAGLE3", draft_model_path="d", num_steps=2, topk=1)
+    rows = [row_for(Variant(), c) for c in (1, 8)] + [row_for(spec, c) for c in (1, 8)]
+    rows[0]["output_throughput"], rows[1]["output_throughput"] = 100.0, 700.0
+    rows[2]["output_throughput"], rows[3]["output_throughput"] = 150.0, 9999.0
+    rows[3]["status"], rows[3]["error"] = "failed", "boom"
+    for r in rows:
+        store.write_level(r)
+    s = summarize(store.read_levels("r1"))
+    assert list(s.throughput.columns) == ["baseline", "eagle3-s2-k1-d3"]
+    best = s.best.set_index("concurrency")
+    assert best.at[1, "best_variant"] == "eagle3-s2-k1-d3" and best.at[1, "speedup"] == 1.5
+    assert best.at[8, "best_variant"] == "baseline" and best.at[8, "speedup"] == 1.0
+    assert s.failed_levels.to_dict("records") == [
+        {"variant": "eagle3-s2-k1-d3", "concurrency": 8, "error": "boom"}
+    ]
