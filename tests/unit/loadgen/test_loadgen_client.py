@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from specsweep.config import LoadSpec
-from specsweep.loadgen.client import stream_generate
+from specsweep.loadgen.client import _parse_meta, _ServerError, stream_generate
 from specsweep.loadgen.metrics import RequestRecord
 from specsweep.loadgen.prompts import level_seed, make_input_ids
 from specsweep.loadgen.runner import run_level, run_level_sync
@@ -76,8 +76,8 @@ class Stub:
                 for i in range(1, n_out + 1):
                     await asyncio.sleep(0.01)
                     final = {"type": "length", "length": n_out} if i == n_out else None
-                    spec = {"spec_verify_ct": n_out // 2, "spec_accept_length": 2.0} if final else {}
-                    await resp.write(chunk(p, i, final, **spec))
+                    spec = {"spec_verify_ct": n_out // 2, "spec_accept_length": 2.0}
+                    await resp.write(chunk(p, i, final, **(spec if final else {})))
             elif scenario == "multi":
                 await resp.write(chunk(p, 1))
                 await resp.write(chunk(p, 4))  # three tokens at once
@@ -141,6 +141,25 @@ def one(scenario: str, output_len: int = 5, timeout_s: float = 30.0) -> RequestR
             )
 
     return asyncio.run(with_stub(body))
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")])
+def test_parse_meta_ignores_lookalikes_in_text(separators: tuple[str, str]) -> None:
+    # sglang writes compact JSON (orjson); json.dumps adds spaces. The text may
+    # contain the key's name, but only escaped.
+    line = {
+        "text": 'say "meta_info": {"completion_tokens": 99}',
+        "output_ids": [1, 2],
+        "meta_info": {"completion_tokens": 2, "finish_reason": None},
+    }
+    data = json.dumps(line, separators=separators).encode()
+    assert _parse_meta(data) == {"completion_tokens": 2, "finish_reason": None}
+    with pytest.raises(_ServerError, match="oops"):
+        _parse_meta(b'{"error": {"message": "oops"}}')
+    with pytest.raises(KeyError):
+        _parse_meta(b'{"text": "x"}')
+    with pytest.raises(TypeError):
+        _parse_meta(b'{"meta_info": [1]}')
 
 
 def test_ok_stream() -> None:
