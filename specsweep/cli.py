@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,6 +20,9 @@ from specsweep.results.store import ResultsStore
 from specsweep.sglang_cmd import build_launch_command
 from specsweep.summary import Summary, summarize
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -25,7 +30,8 @@ app = typer.Typer(
 )
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 app.add_typer(run_app, name="run")
-console = Console()
+# Logs and CI capture output without a terminal; rich would squeeze tables to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 REPO_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -45,6 +51,21 @@ def _load(path: Path | None, overrides: list[str] | None) -> SweepConfig:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
     return config
+
+
+def simulated_note(levels: pd.DataFrame) -> str | None:
+    """Say plainly that simulated numbers are not a GPU's, and how time was scaled."""
+    if levels.empty or not levels["simulated"].any():
+        return None
+    scales = {json.loads(e).get("SPECSWEEP_SIM_TIME_SCALE", "1") for e in levels["env"]}
+    note = "simulated server: these numbers come from specsweep's performance model, not a GPU"
+    if scales - {"1", "1.0"}:
+        scale = ", ".join(sorted(scales))
+        note += (
+            f"; SPECSWEEP_SIM_TIME_SCALE={scale} compresses simulated time, so throughputs are "
+            "1/scale times and latencies scale times those of the modelled GPU"
+        )
+    return note
 
 
 def render_summary(summary: Summary, title: str) -> None:
@@ -75,6 +96,14 @@ def render_summary(summary: Summary, title: str) -> None:
         )
 
 
+def show_run(store: ResultsStore, run_id: str) -> None:
+    levels = store.read_levels(run_id)
+    render_summary(summarize(levels), f"run {run_id}")
+    note = simulated_note(levels)
+    if note:
+        console.print(f"[yellow]{note}[/]")
+
+
 def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> None:
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
     from flows.step_sweep import SweepFailed, step_sweep  # Prefect loads only when running
@@ -90,7 +119,7 @@ def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> Non
         raise typer.Exit(1) from None
     if run_id:
         store = ResultsStore(config.results_dir)
-        render_summary(summarize(store.read_levels(run_id)), f"run {run_id}")
+        show_run(store, run_id)
         console.print(f"results: {store.levels_dir / run_id}")
     raise typer.Exit(code)
 
@@ -142,7 +171,7 @@ def summary(
     if run_id is None:
         err.print(f"[red]no runs under {results_dir}[/]")
         raise typer.Exit(1)
-    render_summary(summarize(store.read_levels(run_id)), f"run {run_id}")
+    show_run(store, run_id)
 
 
 if __name__ == "__main__":

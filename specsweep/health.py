@@ -10,6 +10,7 @@ timeout the seeds' 15-minute curl loops waited out.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,17 @@ def probe_generation(session: requests.Session, base_url: str, timeout_s: float)
         return False
 
 
+_ACCESS_LOG = re.compile(r'"(GET|POST|HEAD) /\S* HTTP/')
+
+
+def _latest_progress_line(lines: Sequence[str]) -> str:
+    """The newest log line that is not an HTTP access line (our own polls write those)."""
+    for line in reversed(lines):
+        if not _ACCESS_LOG.search(line):
+            return line
+    return ""
+
+
 def _sleep_watching(seconds: float, is_alive: Callable[[], bool], slice_s: float = 0.1) -> None:
     """Sleep, but wake as soon as the process dies so the crash is reported at once."""
     end = time.monotonic() + seconds
@@ -115,8 +127,7 @@ def wait_until_ready(
             if state == Readiness.READY:
                 report.elapsed_s = now - start
                 return report
-            tail = tail_log(1)
-            line = tail[-1] if tail else ""
+            line = _latest_progress_line(tail_log(10))
             if on_progress and line != last_line:
                 on_progress(state, line)
             last_line = line

@@ -21,7 +21,11 @@ TREE = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
     stubborn = sys.argv[1] == "stubborn"
-    child = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN if %r else signal.SIG_DFL); print('child up', flush=True); time.sleep(600)" % stubborn
+    handler = "signal.SIG_IGN" if stubborn else "signal.SIG_DFL"
+    child = (
+        f"import signal, time; signal.signal(signal.SIGTERM, {handler}); "
+        "print('child up', flush=True); time.sleep(600)"
+    )
     kids = [subprocess.Popen([sys.executable, "-c", child]) for _ in range(2)]
     print("launcher up", os.getpid(), flush=True)
     time.sleep(600)

@@ -1,0 +1,70 @@
+"""A small step sweep through the real flows, Prefect API and simulator."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from flows.step_sweep import SweepFailed, step_sweep
+from specsweep.cleanup import SGLANG_MARKERS
+from specsweep.config_file import parse_config
+from specsweep.results.store import ResultsStore
+from specsweep.targets.local import LocalRunner
+from tests.conftest import sim_config_data
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+
+def no_server_left(port: int) -> bool:
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        alive = proc.info["status"] != psutil.STATUS_ZOMBIE
+        if alive and f"--port {port}" in cmd and any(m in cmd for m in SGLANG_MARKERS):
+            return False
+    return True
+
+
+def test_step_sweep_writes_one_row_per_variant_and_level(tmp_path, port):
+    config = parse_config(sim_config_data(tmp_path, port))
+    result = step_sweep(config)
+    run_id = result["run_id"]
+    store = ResultsStore(config.results_dir)
+    levels = store.read_levels(run_id)
+    assert sorted(zip(levels["variant"], levels["concurrency"], strict=True)) == [
+        ("baseline", 1), ("baseline", 4), ("eagle3-s2-k1-d3", 1), ("eagle3-s2-k1-d3", 4),
+    ]  # fmt: skip
+    assert set(levels["status"]) == {"ok"} and (levels["failed"] == 0).all()
+    assert (levels["simulated"]).all() and (levels["run_id"] == run_id).all()
+    assert levels["sglang_version"].str.contains("sim").all()
+    spec = levels[~levels["is_baseline"]]
+    assert spec["accept_length"].between(1.0, 3.0).all() and (spec["num_steps"] == 2).all()
+    assert levels.loc[levels["is_baseline"], "accept_length"].isna().all()
+    expected_tokens = [config.load.num_requests(c) * 16 for c in levels["concurrency"]]
+    assert list(levels["output_tokens"]) == expected_tokens
+    assert "--speculative-num-steps 2" in spec["server_command"].iloc[0]
+    run = store.read_run(run_id)
+    assert run["status"] == "completed" and run["variants"] == ["baseline", "eagle3-s2-k1-d3"]
+    assert LocalRunner(config.target.workdir).state.entries() == []  # every server torn down
+    assert no_server_left(port)
+
+    # Resuming the finished run launches nothing and measures nothing again.
+    logs = sorted((config.target.workdir / "logs" / run_id).iterdir())
+    again = step_sweep(config, run_id=run_id)
+    assert again["run_id"] == run_id
+    assert sorted((config.target.workdir / "logs" / run_id).iterdir()) == logs
+    assert len(store.read_levels(run_id)) == 4
+
+
+def test_a_crashing_server_fails_the_run_but_keeps_going_and_cleans_up(tmp_path, port):
+    data = sim_config_data(tmp_path, port)
+    data["server"]["env"]["SPECSWEEP_SIM_CRASH"] = "load"
+    config = parse_config(data)
+    with pytest.raises(SweepFailed, match="baseline, eagle3-s2-k1-d3"):
+        step_sweep(config, run_id="crash-run")
+    store = ResultsStore(config.results_dir)
+    run = store.read_run("crash-run")
+    assert run["status"] == "failed"
+    assert run["failed_variants"] == ["baseline", "eagle3-s2-k1-d3"]
+    assert store.read_levels("crash-run").empty
+    assert LocalRunner(config.target.workdir).state.entries() == []
+    assert no_server_left(port)
