@@ -31,7 +31,7 @@ def test_errors_name_the_field(tmp_path):
         load_config(EXAMPLES / "sim.yaml", ["load.ouput_len=3"])
     with pytest.raises(ConfigError, match=r"server.port: Input should be less than"):
         load_config(EXAMPLES / "sim.yaml", ["server.port=70000"])
-    with pytest.raises(ConfigError, match="expected key.path=value"):
+    with pytest.raises(ConfigError, match=r"expected key\.path=value"):
         load_config(EXAMPLES / "sim.yaml", ["load.output_len"])
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "missing.yaml")

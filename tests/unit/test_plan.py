@@ -34,8 +34,8 @@ def test_unequal_caps_are_refused(tmp_path):
 
 
 def test_invalid_step_in_sweep_names_the_step(tmp_path):
-    data = sim_config_data(tmp_path, 1, step_sweep={
-        "draft_model_path": "d", "num_steps": [1, 2], "topk": 2, "num_draft_tokens": 4})  # fmt: skip
+    step = {"draft_model_path": "d", "num_steps": [1, 2], "topk": 2, "num_draft_tokens": 4}
+    data = sim_config_data(tmp_path, 1, step_sweep=step)
     with pytest.raises(ConfigError, match=r"num_steps=1: num_draft_tokens=4 exceeds"):
         sweep_variants(parse_config(data))
 
