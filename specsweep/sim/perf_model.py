@@ -1,0 +1,282 @@
+"""Continuous-batching performance model of an SGLang server (pure functions, no I/O).
+
+Why a model at all: specsweep must be testable and demonstrable without GPUs, and the
+decisions it automates (is speculation worth it, and up to which concurrency?) only
+make sense if the simulated server reproduces the *shape* of real measurements.
+
+Target forward pass (one batch of ``B`` requests processing ``N`` tokens in total)::
+
+    t_target(B, N) = t0 + a_req * B + a_tok * N
+
+``t0`` is the fixed cost (reading the weights, kernel launches, all-reduce latency),
+``a_req`` the per-sequence cost (attention over its KV cache, sampling) and ``a_tok``
+the per-token cost (the GEMMs). A baseline decode step has ``N = B``, so it is the
+``t(B) = t0 + a*B`` of the literature with ``a = a_req + a_tok``. Without the overlap
+scheduler (``--disable-overlap-schedule``, and speculation v1) every step also pays
+``sched_overhead_ms`` of CPU scheduling that overlap would hide.
+
+Prefill (new requests, sglang runs them as their own step, decode waits)::
+
+    t_prefill = prefill_t0 + prefill_ms_per_token * prompt_tokens   (x (1 + draft share))
+
+Speculative cycle (EAGLE/EAGLE3/STANDALONE) for ``B`` requests, ``s`` steps, top-k ``k``
+and ``n`` draft tokens::
+
+    t_cycle = s * (d0 + d1 * B * k)          # draft forwards (a small model)
+            + (d0 + d1 * B * n)              # draft extend over the verified tokens
+            + t_target(B, B * n)             # one verify forward
+            + spec_overhead_ms + spec_ms_per_req * B   # tree building, bookkeeping
+
+STANDALONE multiplies the draft terms by ``standalone_draft_factor``; NGRAM has no
+draft model (``ngram_draft_ms``). The verify shares each request's fixed and KV costs
+across its draft tokens (only ``a_tok`` scales with ``n``), which is why speculation
+is cheap at low batch (the draft tokens ride along on a memory-bound step) and
+expensive at saturation (every rejected draft token is wasted work, the per-request
+costs grow with ``B``). A linear model cannot have both a ~1.5x win at C=1 and a ~2x
+loss at C=64 with a late pivot; the default profile settles for a pivot near C=5-6.
+
+Acceptance: the draft token at depth ``d`` is accepted with probability
+``alpha_d = p * decay**(d-1)`` for a chain (topk = 1); a tree of effective width
+``w = min(topk, (n-1)/s)`` gives ``1 - (1 - alpha_d) ** (w ** topk_gain)``. A cycle
+accepts tokens until the first rejection, plus the bonus token from the target::
+
+    E[L] = 1 + sum_{j=1..D} prod_{d=1..j} alpha_d,    D = min(s, n - 1)
+
+so more steps add less and less (concave) while their draft cost grows linearly.
+Per-cycle lengths are sampled from that exact distribution (``AcceptSampler``), so
+their mean equals ``E[L]``.
+
+Decode throughput at concurrency ``C`` (``steady_state_throughput``) is
+``B * E[L] / t_cycle(B)`` with ``B = min(C, max_running_requests)``: queueing beyond
+the cap adds latency but no throughput.
+
+Profiles: ``default`` (demo: ~92 tok/s at C=1 and ~765 tok/s at C=64 for the
+baseline; EAGLE3 topk 1 with 2-3 steps wins ~1.5x at C=1, ~1.07x at C=4, and loses
+~0.6x at C=64, pivot at C=5-6) and ``seeds-kimi-k2`` (the seeds campaign literally:
+a few percent win at C=1 and ~355 vs ~770 tok/s at saturation).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from dataclasses import dataclass, replace
+
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+@dataclass(frozen=True)
+class PerfProfile:
+    """GPU/model timing and acceptance constants (milliseconds, unscaled)."""
+
+    name: str
+    t0_ms: float = 9.64
+    a_req_ms: float = 0.463
+    a_tok_ms: float = 0.694
+    sched_overhead_ms: float = 0.9
+    prefill_t0_ms: float = 6.0
+    prefill_ms_per_token: float = 0.04
+    draft_prefill_share: float = 0.15
+    draft_t0_ms: float = 0.8
+    draft_ms_per_token: float = 0.25
+    standalone_draft_factor: float = 2.5
+    ngram_draft_ms: float = 0.3
+    spec_overhead_ms: float = 0.3
+    spec_ms_per_req: float = 1.0
+    accept_p: float = 0.85
+    accept_decay: float = 0.85
+    topk_gain: float = 0.5
+    eagle_accept_factor: float = 0.95
+    ngram_accept_factor: float = 0.55
+    default_max_running_requests: int = 1024
+    max_total_num_tokens: int = 400_000
+
+
+PROFILES: dict[str, PerfProfile] = {
+    "default": PerfProfile(name="default"),
+    # Fitted to the seeds campaign: EAGLE-3 on a TP8 PCIe box, accept length ~2.1 at
+    # 5 steps, 71 vs 89 tok/s at 5 steps, 94 vs 89 at 2 steps, 96 vs 93 (tree, topk 4,
+    # 16 draft tokens, 5 steps assumed) at C=1 and 354 vs 773 tok/s at saturation (48-request cap).
+    "seeds-kimi-k2": PerfProfile(
+        name="seeds-kimi-k2",
+        a_req_ms=1.018,
+        a_tok_ms=0.139,
+        draft_t0_ms=1.5,
+        draft_ms_per_token=0.1,
+        spec_overhead_ms=2.0,
+        spec_ms_per_req=0.8,
+        accept_p=0.6,
+        accept_decay=0.85,
+        topk_gain=0.45,
+    ),
+}
+
+
+def get_profile(name: str) -> PerfProfile:
+    """Return a named profile; raise KeyError listing the known names."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise KeyError(f"unknown sim profile {name!r}; known: {sorted(PROFILES)}") from None
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Resolved speculative settings (after sglang's own argument rules)."""
+
+    algorithm: str
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+    overlap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown speculative algorithm {self.algorithm!r}")
+        if self.num_steps < 1 or self.topk < 1 or self.num_draft_tokens < 2:
+            raise ValueError("need num_steps >= 1, topk >= 1, num_draft_tokens >= 2")
+
+
+def target_forward_ms(p: PerfProfile, batch: int, tokens: int) -> float:
+    """One target forward over ``batch`` sequences and ``tokens`` tokens."""
+    if batch <= 0:
+        return 0.0
+    return p.t0_ms + p.a_req_ms * batch + p.a_tok_ms * tokens
+
+
+def baseline_step_ms(p: PerfProfile, batch: int, overlap: bool = True) -> float:
+    """Decode step of the non-speculative server: one token per running request."""
+    if batch <= 0:
+        return 0.0
+    return target_forward_ms(p, batch, batch) + (0.0 if overlap else p.sched_overhead_ms)
+
+
+def prefill_step_ms(
+    p: PerfProfile, prompt_tokens: int, spec: SpecConfig | None = None, overlap: bool = True
+) -> float:
+    """Prefill step for newly admitted requests (sglang runs it instead of a decode)."""
+    t = p.prefill_t0_ms + p.prefill_ms_per_token * max(prompt_tokens, 0)
+    if spec is not None and spec.algorithm != "NGRAM":
+        t *= 1.0 + p.draft_prefill_share
+    return t + (0.0 if overlap else p.sched_overhead_ms)
+
+
+def draft_ms(p: PerfProfile, batch: int, spec: SpecConfig) -> float:
+    """All draft forwards of one speculative cycle."""
+    if spec.algorithm == "NGRAM":
+        return p.ngram_draft_ms
+    steps = spec.num_steps * (p.draft_t0_ms + p.draft_ms_per_token * batch * spec.topk)
+    extend = p.draft_t0_ms + p.draft_ms_per_token * batch * spec.num_draft_tokens
+    factor = p.standalone_draft_factor if spec.algorithm == "STANDALONE" else 1.0
+    return (steps + extend) * factor
+
+
+def spec_cycle_ms(p: PerfProfile, batch: int, spec: SpecConfig) -> float:
+    """Draft + verify + overhead of one speculative cycle for ``batch`` requests."""
+    if batch <= 0:
+        return 0.0
+    verify = target_forward_ms(p, batch, batch * spec.num_draft_tokens)
+    sched = 0.0 if spec.overlap else p.sched_overhead_ms
+    overhead = p.spec_overhead_ms + p.spec_ms_per_req * batch
+    return draft_ms(p, batch, spec) + verify + overhead + sched
+
+
+def decode_step_ms(p: PerfProfile, batch: int, spec: SpecConfig | None, overlap: bool) -> float:
+    """Duration of one decode step (baseline) or cycle (speculation)."""
+    return baseline_step_ms(p, batch, overlap) if spec is None else spec_cycle_ms(p, batch, spec)
+
+
+def accept_probs(p: PerfProfile, spec: SpecConfig) -> list[float]:
+    """Per-depth acceptance probabilities alpha_1..alpha_D (decaying with depth)."""
+    depth = min(spec.num_steps, spec.num_draft_tokens - 1)
+    base = p.accept_p
+    width = 1.0
+    if spec.algorithm == "NGRAM":
+        base *= p.ngram_accept_factor
+        depth = spec.num_draft_tokens - 1
+    else:
+        if spec.algorithm in ("EAGLE", "NEXTN"):
+            base *= p.eagle_accept_factor
+        width = max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
+    exponent = width**p.topk_gain
+    probs = []
+    for d in range(1, depth + 1):
+        alpha = min(base * p.accept_decay ** (d - 1), 1.0)
+        probs.append(1.0 - (1.0 - alpha) ** exponent)
+    return probs
+
+
+def accept_length_distribution(p: PerfProfile, spec: SpecConfig) -> list[float]:
+    """P(L = 1), P(L = 2), ... for the tokens one cycle adds (bonus token included)."""
+    dist = []
+    survive = 1.0
+    for alpha in accept_probs(p, spec):
+        dist.append(survive * (1.0 - alpha))
+        survive *= alpha
+    dist.append(survive)
+    return dist
+
+
+def expected_accept_length(p: PerfProfile, spec: SpecConfig) -> float:
+    """E[L]: mean tokens per verify cycle, including the target's bonus token."""
+    return sum((i + 1) * q for i, q in enumerate(accept_length_distribution(p, spec)))
+
+
+class AcceptSampler:
+    """Samples per-cycle accept lengths with one random draw (cheap for big batches)."""
+
+    def __init__(self, p: PerfProfile, spec: SpecConfig, rng: random.Random) -> None:
+        dist = accept_length_distribution(p, spec)
+        cum, acc = [], 0.0
+        for q in dist:
+            acc += q
+            cum.append(acc)
+        cum[-1] = math.inf
+        self._cum = cum
+        self._rng = rng
+        self.mean = expected_accept_length(p, spec)
+
+    def sample(self) -> int:
+        return bisect.bisect_right(self._cum, self._rng.random()) + 1
+
+
+def effective_batch(concurrency: int, max_running_requests: int) -> int:
+    """Requests decoding together: the rest queue."""
+    return max(0, min(concurrency, max_running_requests))
+
+
+def steady_state_throughput(
+    p: PerfProfile,
+    concurrency: int,
+    spec: SpecConfig | None = None,
+    max_running_requests: int | None = None,
+    overlap: bool = True,
+) -> float:
+    """Decode output tokens/s at a closed-loop concurrency (prefill ignored)."""
+    cap = max_running_requests or p.default_max_running_requests
+    batch = effective_batch(concurrency, cap)
+    if batch == 0:
+        return 0.0
+    step = decode_step_ms(p, batch, spec, overlap)
+    tokens = batch * (1.0 if spec is None else expected_accept_length(p, spec))
+    return tokens / (step / 1000.0)
+
+
+def pivot_concurrency(
+    p: PerfProfile,
+    spec: SpecConfig,
+    max_running_requests: int | None = None,
+    limit: int = 1024,
+) -> int | None:
+    """Smallest concurrency at which speculation no longer beats the baseline."""
+    for c in range(1, limit + 1):
+        spec_tps = steady_state_throughput(p, c, spec, max_running_requests)
+        if spec_tps <= steady_state_throughput(p, c):
+            return c
+    return None
+
+
+def with_overrides(p: PerfProfile, **changes: float) -> PerfProfile:
+    """Copy of a profile with some constants changed (tests, what-if studies)."""
+    return replace(p, **changes)
