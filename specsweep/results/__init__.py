@@ -1,0 +1,1 @@
+"""The Parquet results store: one schema, one module that owns every path."""

@@ -1,0 +1,91 @@
+"""Build result rows from what was configured and what was measured."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from specsweep.config import LoadSpec, ServerSpec, Variant
+from specsweep.redact import redact_env
+from specsweep.results.schema import SCHEMA_VERSION
+from specsweep.sglang_cmd import build_launch_command, effective_max_running_requests
+
+if TYPE_CHECKING:
+    from specsweep.loadgen.runner import LevelResult
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Identity shared by every row of one run."""
+
+    run_id: str
+    sweep_kind: str
+    sweep_name: str
+    target: str
+    hostname: str = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the running server (or the host) says about itself."""
+
+    sglang_version: str | None = None
+    simulated: bool = False
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+
+
+def variant_columns(server: ServerSpec, variant: Variant) -> dict[str, Any]:
+    cmd = build_launch_command(server, variant)
+    return {
+        "variant": variant.label,
+        "is_baseline": variant.is_baseline,
+        "backend": server.backend,
+        "model_path": server.model_path,
+        "draft_model_path": variant.draft_model_path,
+        "algorithm": variant.algorithm,
+        "num_steps": variant.num_steps,
+        "topk": variant.topk,
+        "num_draft_tokens": variant.resolved_num_draft_tokens,
+        "spec_v2": variant.uses_spec_v2,
+        "max_running_requests": effective_max_running_requests(server, variant),
+        "tp": server.tp,
+        "extra_args": json.dumps([*server.extra_args, *variant.extra_args]),
+        "env": json.dumps(redact_env(cmd.env), sort_keys=True),
+        "server_command": cmd.shell(),
+    }
+
+
+def level_row(
+    ctx: RunContext,
+    server: ServerSpec,
+    variant: Variant,
+    load: LoadSpec,
+    facts: ServerFacts,
+    result: LevelResult,
+) -> dict[str, Any]:
+    c = result.metrics.concurrency
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "sweep_kind": ctx.sweep_kind,
+        "sweep_name": ctx.sweep_name,
+        "target": ctx.target,
+        "hostname": ctx.hostname,
+        "simulated": facts.simulated or server.backend == "simulator",
+        "sglang_version": facts.sglang_version,
+        "gpu_name": facts.gpu_name,
+        "gpu_count": facts.gpu_count,
+        **variant_columns(server, variant),
+        "concurrency": c,
+        "input_len": load.input_len,
+        "output_len": load.output_len,
+        "num_requests": load.num_requests(c),
+        "warmup_requests": load.num_warmup(c),
+        "seed": load.seed,
+        "started_at": result.started_at,
+        "ended_at": result.ended_at,
+        **result.metrics.as_dict(),
+    }

@@ -1,0 +1,100 @@
+"""The explicit, versioned schema of the results tables.
+
+Readers (pandas, DuckDB, Polars) need nothing from specsweep: every column
+below is documented in the README. Bump SCHEMA_VERSION on any change.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+_UTC = pa.timestamp("us", tz="UTC")
+
+
+def _latency(name: str) -> list[pa.Field]:
+    return [pa.field(f"{name}_ms_{stat}", pa.float64()) for stat in ("mean", "p50", "p90", "p99")]
+
+
+# Metric columns, in the order and with the names of loadgen's LevelMetrics.
+METRIC_FIELDS: list[pa.Field] = [
+    pa.field("completed", pa.int32(), nullable=False),
+    pa.field("failed", pa.int32(), nullable=False),
+    pa.field("error_rate", pa.float64()),
+    pa.field("duration_s", pa.float64()),
+    pa.field("input_tokens", pa.int64()),
+    pa.field("output_tokens", pa.int64()),
+    pa.field("request_throughput", pa.float64()),
+    pa.field("output_throughput", pa.float64()),
+    pa.field("total_throughput", pa.float64()),
+    pa.field("achieved_concurrency", pa.float64()),
+    *_latency("ttft"),
+    *_latency("itl"),
+    *_latency("tpot"),
+    *_latency("e2e"),
+    pa.field("decode_tok_s_per_stream", pa.float64()),
+    pa.field("accept_length", pa.float64()),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("error", pa.string()),
+]
+
+LEVELS_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int16(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("sweep_kind", pa.string(), nullable=False),
+        pa.field("sweep_name", pa.string()),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("is_baseline", pa.bool_(), nullable=False),
+        pa.field("target", pa.string(), nullable=False),
+        pa.field("hostname", pa.string()),
+        pa.field("backend", pa.string(), nullable=False),
+        pa.field("simulated", pa.bool_(), nullable=False),
+        pa.field("sglang_version", pa.string()),
+        pa.field("gpu_name", pa.string()),
+        pa.field("gpu_count", pa.int16()),
+        pa.field("model_path", pa.string(), nullable=False),
+        pa.field("draft_model_path", pa.string()),
+        pa.field("algorithm", pa.string()),
+        pa.field("num_steps", pa.int16()),
+        pa.field("topk", pa.int16()),
+        pa.field("num_draft_tokens", pa.int16()),
+        pa.field("spec_v2", pa.bool_(), nullable=False),
+        pa.field("max_running_requests", pa.int32()),
+        pa.field("tp", pa.int16()),
+        pa.field("extra_args", pa.string()),  # JSON list
+        pa.field("env", pa.string()),  # JSON object, secrets redacted
+        pa.field("server_command", pa.string()),  # shell line, secrets redacted
+        pa.field("concurrency", pa.int32(), nullable=False),
+        pa.field("input_len", pa.int32()),
+        pa.field("output_len", pa.int32()),
+        pa.field("num_requests", pa.int32()),
+        pa.field("warmup_requests", pa.int32()),
+        pa.field("seed", pa.int64()),
+        pa.field("started_at", _UTC),
+        pa.field("ended_at", _UTC),
+        *METRIC_FIELDS,
+    ],
+    metadata={"specsweep.table": "levels", "specsweep.schema_version": str(SCHEMA_VERSION)},
+)
+
+RUNS_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int16(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("sweep_kind", pa.string(), nullable=False),
+        pa.field("sweep_name", pa.string()),
+        pa.field("target", pa.string()),
+        pa.field("hostname", pa.string()),
+        pa.field("specsweep_version", pa.string()),
+        pa.field("git_revision", pa.string()),
+        pa.field("config", pa.string()),  # JSON of the SweepConfig, secrets redacted
+        pa.field("variants", pa.list_(pa.string())),
+        pa.field("failed_variants", pa.list_(pa.string())),
+        pa.field("started_at", _UTC),
+        pa.field("ended_at", _UTC),
+        pa.field("status", pa.string(), nullable=False),
+    ],
+    metadata={"specsweep.table": "runs", "specsweep.schema_version": str(SCHEMA_VERSION)},
+)
