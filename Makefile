@@ -6,6 +6,8 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+# Prefect: no telemetry from test or demo runs (CI and many GPU hosts have no internet).
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
 .PHONY: demo test install lint format lock clean
 

@@ -106,6 +106,7 @@ def show_run(store: ResultsStore, run_id: str) -> None:
 
 def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> None:
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # hosts may be offline
     from flows.step_sweep import SweepFailed, step_sweep  # Prefect loads only when running
 
     try:

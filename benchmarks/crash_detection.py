@@ -1,0 +1,93 @@
+"""How fast does the health wait notice a server that dies while loading?
+
+The seeds' curl loops noticed a crash only at their 15-minute timeout. Here the
+simulator crashes CRASH_AFTER_S into loading; a watcher thread timestamps the
+process's death (polling every millisecond), and the script reports how long
+after it `wait_until_ready` raised ServerDiedError, over several trials.
+
+    .venv/bin/python benchmarks/crash_detection.py [--trials 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from specsweep import pipeline
+from specsweep.config_file import parse_config
+from specsweep.errors import ServerDiedError
+from specsweep.plan import BASELINE
+from specsweep.targets.process import is_running
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_trial(workdir: Path, phase: str) -> tuple[float, float]:
+    config = parse_config(
+        {
+            "target": {"workdir": str(workdir)},
+            "server": {
+                "backend": "simulator",
+                "model_path": "sim/m",
+                "port": free_port(),
+                "startup_timeout_s": 600,
+                "env": {
+                    "SPECSWEEP_SIM_CRASH": phase,
+                    "SPECSWEEP_SIM_CRASH_AFTER_S": "0.5",
+                    "SPECSWEEP_SIM_LOAD_SECONDS": "0.3" if phase == "warmup" else "600",
+                    "SPECSWEEP_SIM_WARMUP_SECONDS": "600",
+                },
+            },
+            "variants": [{}],
+        }
+    )
+    handle = pipeline.launch(config, BASELINE, "bench")
+    died_at: list[float] = []
+
+    def watch() -> None:
+        while is_running(handle.pid, handle.create_time):
+            time.sleep(0.001)
+        died_at.append(time.monotonic())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    start = time.monotonic()
+    try:
+        pipeline.wait_ready(config, handle)
+        raise SystemExit("the server did not crash")
+    except ServerDiedError:
+        raised_at = time.monotonic()
+    finally:
+        pipeline.teardown(config, handle)
+    watcher.join(5)
+    return raised_at - died_at[0], raised_at - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for phase in ("load", "warmup"):
+            delays, totals = zip(
+                *(one_trial(Path(tmp), phase) for _ in range(args.trials)), strict=True
+            )
+            print(
+                f"crash during {phase:6s}: detected {statistics.median(delays) * 1000:6.1f} ms "
+                f"(median), {max(delays) * 1000:6.1f} ms (max) after the process died; "
+                f"wait ended {statistics.median(totals):.2f} s after it began "
+                f"(n={args.trials})"
+            )
+
+
+if __name__ == "__main__":
+    main()
