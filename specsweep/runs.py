@@ -12,7 +12,6 @@ from typing import Any
 from specsweep.config import SweepConfig, Variant
 from specsweep.redact import redact_env
 from specsweep.results.rows import RunContext
-from specsweep.results.schema import SCHEMA_VERSION
 
 
 def specsweep_version() -> str:
@@ -61,12 +60,7 @@ def run_row(
     started_at: datetime,
 ) -> dict[str, Any]:
     return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": ctx.run_id,
-        "sweep_kind": ctx.sweep_kind,
-        "sweep_name": ctx.sweep_name,
-        "target": ctx.target,
-        "hostname": ctx.hostname,
+        **ctx.identity(),
         "specsweep_version": specsweep_version(),
         "git_revision": git_revision(),
         "config": redacted_config_json(config),

@@ -26,6 +26,17 @@ class RunContext:
     target: str
     hostname: str = socket.gethostname()
 
+    def identity(self) -> dict[str, Any]:
+        """The columns every table of the store starts with."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "sweep_kind": self.sweep_kind,
+            "sweep_name": self.sweep_name,
+            "target": self.target,
+            "hostname": self.hostname,
+        }
+
 
 @dataclass(frozen=True)
 class ServerFacts:
@@ -68,12 +79,7 @@ def level_row(
 ) -> dict[str, Any]:
     c = result.metrics.concurrency
     return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": ctx.run_id,
-        "sweep_kind": ctx.sweep_kind,
-        "sweep_name": ctx.sweep_name,
-        "target": ctx.target,
-        "hostname": ctx.hostname,
+        **ctx.identity(),
         "simulated": facts.simulated or server.backend == "simulator",
         "sglang_version": facts.sglang_version,
         "gpu_name": facts.gpu_name,

@@ -146,12 +146,22 @@ async def _updates(state: ServerState, req: SimRequest) -> AsyncIterator[tuple[l
             return
 
 
-async def _run(state: ServerState, req: SimRequest) -> list[int]:
+async def _run(state: ServerState, req: SimRequest) -> list[int] | None:
+    """Generate to the end; None when the server stopped first. Always releases the slot."""
     state.engine.submit(req)
     ids: list[int] = []
-    async for chunk, _final in _updates(state, req):
-        ids.extend(chunk)
+    try:
+        async for chunk, _final in _updates(state, req):
+            ids.extend(chunk)
+    except ConnectionError:
+        return None
+    finally:
+        state.engine.abort(req)
     return ids
+
+
+def _shutting_down() -> web.Response:
+    return _error("request aborted: the server is shutting down", 503)
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -197,12 +207,9 @@ async def generate(request: web.Request) -> web.StreamResponse:
             {"text": "", "output_ids": [], "meta_info": meta_info(state, req, True)}
         )
     if not req.stream:
-        try:
-            ids = await _run(state, req)
-        except ConnectionError:
-            return _error("request aborted: the server is shutting down", 503)
-        finally:
-            state.engine.abort(req)
+        ids = await _run(state, req)
+        if ids is None:
+            return _shutting_down()
         text = "".join(token_text(t) for t in ids)
         return web.json_response(
             {"text": text, "output_ids": ids, "meta_info": meta_info(state, req, True)}
@@ -259,12 +266,9 @@ async def openai_completions(request: web.Request) -> web.StreamResponse:
     kind = "chat.completion" if chat else "text_completion"
     base = {"id": req.rid, "object": kind, "created": created, "model": model}
     if not req.stream:
-        try:
-            ids = await _run(state, req)
-        except ConnectionError:
-            return _error("request aborted: the server is shutting down", 503)
-        finally:
-            state.engine.abort(req)
+        ids = await _run(state, req)
+        if ids is None:
+            return _shutting_down()
         text = "".join(token_text(t) for t in ids)
         choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length"}
         if chat:

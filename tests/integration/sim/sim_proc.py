@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,18 +14,14 @@ from pathlib import Path
 
 import requests
 
+from tests.conftest import free_port  # noqa: F401 - re-exported for the sim tests
+
 FAST = {
     "SPECSWEEP_SIM_TIME_SCALE": "0.05",
     "SPECSWEEP_SIM_LOAD_SECONDS": "0.2",
     "SPECSWEEP_SIM_WARMUP_SECONDS": "0.2",
     "SPECSWEEP_SIM_HEALTH_SECONDS": "0.01",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sim_env(**extra: str) -> dict[str, str]:
