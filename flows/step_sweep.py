@@ -20,8 +20,24 @@ from specsweep.runs import run_row
 from specsweep.summary import summarize
 
 
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 class SweepFailed(SpecsweepError):
     """Some variants failed; their levels are missing from the results."""
+
+    def __init__(self, run_id: str, failed: list[str]) -> None:
+        super().__init__(run_id, failed)  # args stay (run_id, failed): picklable, copyable
+        self.run_id = run_id
+        self.failed = failed
+
+    def __str__(self) -> str:
+        return (
+            f"run {self.run_id}: variants failed: {', '.join(self.failed)} "
+            "(their measured levels are kept)"
+        )
 
 
 def _run_name() -> str:
@@ -51,20 +67,20 @@ def step_sweep(
         len(config.load.concurrency),
         config.results_dir,
     )
-    failed: list[str] = []
+    errors: dict[str, str] = {}
     for variant in variants:
         state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
-        if state.is_failed():
-            failed.append(variant.label)
-            logger.error("variant %s failed: %s", variant.label, state.message)
+        if state.is_failed() or state.is_crashed():
+            exc = state.result(raise_on_failure=False)
+            errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
+            logger.error("variant %s failed: %s", variant.label, errors[variant.label])
+    failed = list(errors)
     store = ResultsStore(config.results_dir)
-    store.write_run(run_row(config, ctx, variants, failed, started))
+    store.write_run(run_row(config, ctx, variants, errors, started))
     summary = summarize(store.read_levels(run_id))
-    markdown = summary_markdown(run_id, summary, failed)
+    markdown = summary_markdown(run_id, summary, errors)
     create_markdown_artifact(markdown, key="step-sweep-summary", description=f"run {run_id}")
     logger.info("\n%s", markdown)
     if failed:
-        raise SweepFailed(
-            f"run {run_id}: variants failed: {', '.join(failed)} (their measured levels are kept)"
-        )
+        raise SweepFailed(run_id, failed)
     return {"run_id": run_id, "results_dir": str(config.results_dir), "failed": failed}

@@ -99,6 +99,9 @@ def render_summary(summary: Summary, title: str) -> None:
 def show_run(store: ResultsStore, run_id: str) -> None:
     levels = store.read_levels(run_id)
     render_summary(summarize(levels), f"run {run_id}")
+    run = store.read_run(run_id)
+    for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
+        console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
     note = simulated_note(levels)
     if note:
         console.print(f"[yellow]{note}[/]")
@@ -114,7 +117,7 @@ def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> Non
         run_id, code = result["run_id"], 0
     except SweepFailed as exc:
         err.print(f"[bold red]{exc}[/]")
-        run_id, code = ResultsStore(config.results_dir).latest_run_id(), 1
+        run_id, code = exc.run_id, 1
     except SpecsweepError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(1) from None

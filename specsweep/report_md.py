@@ -9,7 +9,7 @@ def _fmt(value: float) -> str:
     return "—" if value != value else f"{value:,.1f}"  # NaN -> dash
 
 
-def summary_markdown(run_id: str, summary: Summary, failed_variants: list[str]) -> str:
+def summary_markdown(run_id: str, summary: Summary, variant_errors: dict[str, str]) -> str:
     lines = [f"## specsweep run `{run_id}`", ""]
     if summary.throughput.empty:
         lines.append("No level completed successfully.")
@@ -35,6 +35,7 @@ def summary_markdown(run_id: str, summary: Summary, failed_variants: list[str]) 
         lines += ["", "Failed levels:", ""]
         for rec in summary.failed_levels.to_dict("records"):
             lines.append(f"- {rec['variant']} c={rec['concurrency']}: {rec['error']}")
-    if failed_variants:
-        lines += ["", f"Failed variants: {', '.join(failed_variants)}"]
+    if variant_errors:
+        lines += ["", "Failed variants:", ""]
+        lines += [f"- {name}: {error}" for name, error in variant_errors.items()]
     return "\n".join(lines) + "\n"

@@ -56,17 +56,19 @@ def run_row(
     config: SweepConfig,
     ctx: RunContext,
     variants: list[Variant],
-    failed: list[str],
+    errors: dict[str, str],
     started_at: datetime,
 ) -> dict[str, Any]:
+    """errors: the failed variants, each with the first line of its error."""
     return {
         **ctx.identity(),
         "specsweep_version": specsweep_version(),
         "git_revision": git_revision(),
         "config": redacted_config_json(config),
         "variants": [v.label for v in variants],
-        "failed_variants": failed,
+        "failed_variants": list(errors),
+        "variant_errors": json.dumps(errors),
         "started_at": started_at,
         "ended_at": datetime.now(UTC),
-        "status": "failed" if failed else "completed",
+        "status": "failed" if errors else "completed",
     }

@@ -12,16 +12,18 @@ from specsweep.results.rows import ServerFacts
 
 
 def _server_info(base_url: str, timeout_s: float = 10.0) -> dict:
-    for path in ("/server_info", "/get_server_info"):  # newer, then older sglang
-        try:
-            resp = requests.get(f"{base_url}{path}", timeout=timeout_s)
-        except requests.RequestException:
-            continue
-        if resp.status_code == 200:
+    with requests.Session() as session:
+        session.trust_env = False  # a proxy must never answer for the server
+        for path in ("/server_info", "/get_server_info"):  # newer, then older sglang
             try:
-                return resp.json()
-            except ValueError:
+                resp = session.get(f"{base_url}{path}", timeout=timeout_s)
+            except requests.RequestException:
                 continue
+            if resp.status_code == 200:
+                try:
+                    return resp.json()
+                except ValueError:
+                    continue
     return {}
 
 

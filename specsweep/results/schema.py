@@ -92,6 +92,7 @@ RUNS_SCHEMA = pa.schema(
         pa.field("config", pa.string()),  # JSON of the SweepConfig, secrets redacted
         pa.field("variants", pa.list_(pa.string())),
         pa.field("failed_variants", pa.list_(pa.string())),
+        pa.field("variant_errors", pa.string()),  # JSON object: variant -> first error line
         pa.field("started_at", _UTC),
         pa.field("ended_at", _UTC),
         pa.field("status", pa.string(), nullable=False),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import psutil
 import pytest
 
@@ -65,6 +67,8 @@ def test_a_crashing_server_fails_the_run_but_keeps_going_and_cleans_up(tmp_path,
     run = store.read_run("crash-run")
     assert run["status"] == "failed"
     assert run["failed_variants"] == ["baseline", "eagle3-s2-k1-d3"]
+    errors = json.loads(run["variant_errors"])
+    assert errors["baseline"].startswith("ServerDiedError: server process exited")
     assert store.read_levels("crash-run").empty
     assert LocalRunner(config.target.workdir).state.entries() == []
     assert no_server_left(port)

@@ -1,0 +1,29 @@
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from specsweep.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+runner = CliRunner()
+
+
+def test_plan_prints_every_command_without_launching():
+    result = runner.invoke(app, ["plan", "-c", str(EXAMPLES / "gpu-host.yaml")])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("sglang.launch_server") == 5
+    assert "--speculative-num-steps 5" in result.output
+    assert "5 variants x 8 levels" in result.output
+
+
+def test_invalid_config_exits_2_with_the_reason():
+    result = runner.invoke(
+        app, ["plan", "-c", str(EXAMPLES / "sim.yaml"), "--set", "step_sweep.topk=2"]
+    )
+    assert result.exit_code == 2
+    assert "needs num_draft_tokens" in result.output
+
+
+def test_summary_without_runs_fails_clearly(tmp_path):
+    result = runner.invoke(app, ["summary", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "no runs under" in result.output
