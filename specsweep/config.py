@@ -271,6 +271,26 @@ class LoadSpec(_Model):
     max_error_rate: float = Field(
         0.05, ge=0, le=1, description="A level with more failed requests is marked failed."
     )
+    endpoint: Literal["generate", "completions", "chat"] = Field(
+        "generate",
+        description="'generate': sglang's native API with exact-length random token ids; "
+        "'completions' / 'chat': the OpenAI-compatible endpoints with text prompts.",
+    )
+    dataset: Path | None = Field(
+        None,
+        description="Optional ShareGPT-style JSON file of prompts (text endpoints and "
+        "generate); output length stays output_len.",
+    )
+    repeats: PositiveInt = Field(
+        1, description="Measured passes per level; the row reports their spread (CV)."
+    )
+    target_cv: float | None = Field(
+        None,
+        gt=0,
+        description="Repeat a level until the coefficient of variation of its output "
+        "throughput is at most this (e.g. 0.03), up to max_repeats.",
+    )
+    max_repeats: PositiveInt = Field(5, description="Upper bound when target_cv is set.")
 
     @field_validator("concurrency")
     @classmethod
@@ -278,6 +298,14 @@ class LoadSpec(_Model):
         if len(set(v)) != len(v):
             raise ValueError(f"concurrency levels repeat: {v}")
         return sorted(v)
+
+    @model_validator(mode="after")
+    def _repeat_bounds(self) -> LoadSpec:
+        if self.target_cv is not None and self.max_repeats < max(self.repeats, 2):
+            raise ValueError(
+                "target_cv needs max_repeats >= 2 (and >= repeats): a spread needs two passes"
+            )
+        return self
 
     def num_requests(self, concurrency: int) -> int:
         if self.requests_per_level is not None:
