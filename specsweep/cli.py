@@ -5,17 +5,28 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from specsweep.config import SweepConfig
 from specsweep.config_file import load_config
 from specsweep.errors import ConfigError, SpecsweepError
 from specsweep.plan import sweep_variants
+from specsweep.progress import progress_sink
 from specsweep.results.store import ResultsStore
 from specsweep.sglang_cmd import build_launch_command
 from specsweep.summary import Summary, summarize
@@ -107,13 +118,36 @@ def show_run(store: ResultsStore, run_id: str) -> None:
         console.print(f"[yellow]{note}[/]")
 
 
+@contextmanager
+def level_progress_bar() -> Iterator[None]:
+    """A rich bar per level, fed by the engine's progress sink."""
+    columns = (
+        TextColumn("{task.description:<32}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        tasks: dict[tuple[str, int], TaskID] = {}
+
+        def sink(variant: str, concurrency: int, done: int, total: int) -> None:
+            key = (variant, concurrency)
+            if key not in tasks:
+                tasks[key] = bar.add_task(f"{variant} c={concurrency}", total=total)
+            bar.update(tasks[key], completed=done, total=total)
+
+        with progress_sink(sink):
+            yield
+
+
 def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> None:
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # hosts may be offline
     from flows.step_sweep import SweepFailed, step_sweep  # Prefect loads only when running
 
     try:
-        result = step_sweep(config, run_id=run_id, force=force)
+        with level_progress_bar():
+            result = step_sweep(config, run_id=run_id, force=force)
         run_id, code = result["run_id"], 0
     except SweepFailed as exc:
         err.print(f"[bold red]{exc}[/]")

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from specsweep import progress
 from specsweep.cleanup import CleanupReport, kill_stale
 from specsweep.config import LocalTarget, SweepConfig, Variant
 from specsweep.errors import ConfigError
 from specsweep.health import Readiness, ReadyReport, wait_until_ready
 from specsweep.loadgen.runner import run_level_sync
-from specsweep.results.rows import RunContext, ServerFacts, level_row
+from specsweep.results.rows import RunContext, ServerFacts, level_row, request_rows
 from specsweep.results.store import ResultsStore
 from specsweep.sglang_cmd import build_launch_command
 from specsweep.targets.local import LocalRunner, ServerHandle
@@ -74,12 +75,27 @@ def measure_level(
     concurrency: int,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run one level and write its row at once, so a later crash loses nothing."""
-    result = run_level_sync(
-        config.server.base_url, concurrency, config.load, on_progress=on_progress
-    )
+    """Run one level and write it at once, so a later crash loses nothing measured.
+
+    The per-request file is written first: a level file is the mark of a level
+    done, and resume skips exactly those.
+    """
+    report = progress.reporter(variant.label, concurrency)
+
+    def both(done: int, total: int) -> None:
+        report(done, total)
+        if on_progress is not None:
+            on_progress(done, total)
+
+    both(0, config.load.num_requests(concurrency))  # the bar appears when the level starts
+    result = run_level_sync(config.server.base_url, concurrency, config.load, on_progress=both)
+    store = ResultsStore(config.results_dir)
+    store.write_requests(
+        ctx.run_id, variant.label, concurrency,
+        request_rows(ctx, variant.label, concurrency, result),
+    )  # fmt: skip
     row = level_row(ctx, config.server, variant, config.load, facts, result)
-    ResultsStore(config.results_dir).write_level(row)
+    store.write_level(row)
     return row
 
 

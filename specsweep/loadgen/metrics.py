@@ -3,15 +3,52 @@
 Pure functions only, so every number in the results can be re-derived from the
 stored records and checked by hand. Definitions follow sglang's reference
 client (``sglang.bench_serving``) so numbers are comparable with it, except
-that accept length is run-scoped (the server's own average includes warmup).
+that accept length is run-scoped (the server's own average includes warmup)
+and steady-state throughput and repeats are specsweep's additions. All times
+are ``time.perf_counter`` seconds; docs/metrics.md has the long version.
+
+=========================  ===============================================================
+field                      definition (one pass; ``ok`` = completed without error)
+=========================  ===============================================================
+completed / failed         requests that finished without / with an error
+error_rate                 failed / all requests
+duration_s                 last end - first start over all requests of the pass
+input_tokens               prompt tokens of ok requests (server-reported when it says)
+output_tokens              output tokens of ok requests
+request_throughput         completed / duration_s
+output_throughput          output_tokens / duration_s
+total_throughput           (input_tokens + output_tokens) / duration_s
+achieved_concurrency       sum of ok e2e latencies / duration_s
+steady_output_throughput   output tokens arriving inside the steady window / its length
+steady_window_s            from when the last of the first C requests got its first token,
+                           to the (N-C+1)-th request end: from then on fewer than C
+                           requests can be in flight, as only N are sent
+ttft_ms_*                  first token-carrying chunk - send time
+itl_ms_*                   per token: a chunk of n tokens g ms after the previous chunk
+                           counts n gaps of g/n ms; the first chunk gives none
+tpot_ms_*                  (e2e - ttft) / (output_tokens - 1), requests with > 1 token
+e2e_ms_*                   end of stream ([DONE]) - send time
+decode_tok_s_per_stream    mean over ok requests of (output_tokens - 1) / (e2e - ttft)
+accept_length              sum of output tokens / sum of spec_verify_ct, ok requests of
+                           this level only; None when the server reports no verify steps
+repeats                    measured passes (1 for a pass's own metrics)
+output_throughput_cv       sample stdev / mean of output_throughput over passes; NaN for 1
+status / error             "failed" when nothing completed or error_rate > max; the most
+                           common error as "k of n requests: message"
+=========================  ===============================================================
+
+Percentiles (p50/p90/p99) interpolate linearly like numpy's default. Over
+several passes the level's summary pools the latency samples and counts of all
+passes, sums durations and windows, and averages the throughputs over passes.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 NAN = float("nan")
@@ -21,7 +58,7 @@ NAN = float("nan")
 class RequestRecord:
     """What one streamed request did, as raw timestamps (``time.perf_counter``)."""
 
-    index: int
+    index: int  # order of issue within its pass
     start: float
     end: float
     chunk_times: tuple[float, ...]
@@ -32,6 +69,7 @@ class RequestRecord:
     spec_verify_ct: int | None
     spec_accept_length: float | None
     error: str | None
+    repeat: int = 0  # which measured pass of the level (0-based)
 
     @property
     def ok(self) -> bool:
@@ -69,16 +107,24 @@ class RequestRecord:
         return (self.e2e - ttft) / (self.output_tokens - 1)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain values (tuples as lists) for storing raw records."""
+        """Plain values (tuples as lists) for storing raw records; includes ``repeat``."""
         return {
             f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
             for f in fields(self)
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        """The inverse of as_dict."""
+        kw = dict(data)
+        kw["chunk_times"] = tuple(kw["chunk_times"])
+        kw["chunk_tokens"] = tuple(kw["chunk_tokens"])
+        return cls(**kw)
+
 
 @dataclass(frozen=True, slots=True)
 class LevelMetrics:
-    """Summary of the measured requests of one concurrency level."""
+    """Summary of the measured requests of one concurrency level (or of one pass)."""
 
     concurrency: int
     completed: int
@@ -91,6 +137,8 @@ class LevelMetrics:
     output_throughput: float
     total_throughput: float
     achieved_concurrency: float
+    steady_output_throughput: float
+    steady_window_s: float
     ttft_ms_mean: float
     ttft_ms_p50: float
     ttft_ms_p90: float
@@ -109,6 +157,8 @@ class LevelMetrics:
     e2e_ms_p99: float
     decode_tok_s_per_stream: float
     accept_length: float | None
+    repeats: int
+    output_throughput_cv: float
     status: str
     error: str | None
 
@@ -156,10 +206,43 @@ def _error_summary(records: Sequence[RequestRecord]) -> str | None:
     return f"{count} of {len(records)} requests: {message}"
 
 
-def compute_level_metrics(
+def steady_window(records: Sequence[RequestRecord], concurrency: int) -> tuple[float, float]:
+    """(t0, t1) of one pass's steady state; t1 <= t0 when it has none.
+
+    t0: the first C requests (by send time) have all received a token. t1: the
+    (N-C+1)-th end of a request: a closed loop replaces each of the first N-C
+    ends with a new request, so from this end on at most C-1 can be in flight.
+    """
+    if not records:
+        return (0.0, 0.0)
+    c = min(concurrency, len(records))
+    first = sorted(records, key=lambda r: r.start)[:c]
+    t0 = max(r.chunk_times[0] if r.chunk_times else r.end for r in first)
+    t1 = sorted(r.end for r in records)[len(records) - c]
+    return (t0, t1)
+
+
+def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
+    """Output tokens of ok requests whose chunk arrived in (t0, t1].
+
+    Where the chunks' tokens add up to less than the request's output tokens
+    (OpenAI streams without per-chunk usage) each chunk is scaled up evenly.
+    """
+    total = 0.0
+    for r in records:
+        if not r.ok or not r.chunk_times:
+            continue
+        counted = sum(r.chunk_tokens)
+        scale = r.output_tokens / counted if counted else 0.0
+        inside = sum(n for t, n in zip(r.chunk_times, r.chunk_tokens, strict=True) if t0 < t <= t1)
+        total += inside * scale
+    return total
+
+
+def compute_pass_metrics(
     records: Sequence[RequestRecord], concurrency: int, max_error_rate: float
 ) -> LevelMetrics:
-    """Summarise one level; failed requests count towards the error rate only."""
+    """Summarise one measured pass; failed requests count towards the error rate only."""
     done = [r for r in records if r.ok]
     failed = len(records) - len(done)
     error_rate = failed / len(records) if records else 0.0
@@ -179,6 +262,8 @@ def compute_level_metrics(
     spec = [r for r in done if r.spec_verify_ct is not None]
     verify_ct = sum(r.spec_verify_ct or 0 for r in spec)
     accept_length = sum(r.output_tokens for r in spec) / verify_ct if verify_ct > 0 else None
+    t0, t1 = steady_window(records, concurrency)
+    window = max(t1 - t0, 0.0)
 
     status = "failed" if not done or error_rate > max_error_rate else "ok"
     return LevelMetrics(
@@ -193,12 +278,72 @@ def compute_level_metrics(
         output_throughput=_ratio(output_tokens, duration),
         total_throughput=_ratio(input_tokens + output_tokens, duration),
         achieved_concurrency=_ratio(math.fsum(e2es), duration),
+        steady_output_throughput=_ratio(steady_tokens(records, t0, t1), window),
+        steady_window_s=window,
         **_stats_ms("ttft", ttfts),
         **_stats_ms("itl", itls),
         **_stats_ms("tpot", tpots),
         **_stats_ms("e2e", e2es),
         decode_tok_s_per_stream=_mean(decode_rates),
         accept_length=accept_length,
+        repeats=1,
+        output_throughput_cv=NAN,
         status=status,
         error=_error_summary(records),
     )
+
+
+def throughput_cv(passes: Sequence[LevelMetrics]) -> float:
+    """Sample coefficient of variation of output throughput; NaN below two usable passes."""
+    values = [p.output_throughput for p in passes]
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return NAN
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else NAN
+
+
+def _finite_mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return _mean(finite)
+
+
+def combine_passes(
+    passes: Sequence[LevelMetrics],
+    records: Sequence[RequestRecord],
+    concurrency: int,
+    max_error_rate: float,
+) -> LevelMetrics:
+    """The level's summary over its passes (see the module docstring for the rules)."""
+    if len(passes) <= 1:
+        return passes[0] if passes else compute_pass_metrics(records, concurrency, max_error_rate)
+    pooled = compute_pass_metrics(records, concurrency, max_error_rate)
+    return replace(
+        pooled,
+        duration_s=math.fsum(p.duration_s for p in passes),
+        request_throughput=_finite_mean([p.request_throughput for p in passes]),
+        output_throughput=_finite_mean([p.output_throughput for p in passes]),
+        total_throughput=_finite_mean([p.total_throughput for p in passes]),
+        achieved_concurrency=_finite_mean([p.achieved_concurrency for p in passes]),
+        steady_output_throughput=_finite_mean([p.steady_output_throughput for p in passes]),
+        steady_window_s=math.fsum(p.steady_window_s for p in passes),
+        repeats=len(passes),
+        output_throughput_cv=throughput_cv(passes),
+    )
+
+
+def split_passes(records: Sequence[RequestRecord]) -> list[list[RequestRecord]]:
+    """Records grouped by pass, in pass order."""
+    groups: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        groups.setdefault(r.repeat, []).append(r)
+    return [groups[k] for k in sorted(groups)]
+
+
+def compute_level_metrics(
+    records: Sequence[RequestRecord], concurrency: int, max_error_rate: float
+) -> LevelMetrics:
+    """Summarise one level from its stored records, whatever number of passes they hold."""
+    passes = [
+        compute_pass_metrics(group, concurrency, max_error_rate) for group in split_passes(records)
+    ]
+    return combine_passes(passes, records, concurrency, max_error_rate)

@@ -1,93 +1,196 @@
-"""Closed-loop load at one concurrency level: warmup, then the measured requests.
+"""Closed-loop load at one concurrency level: warmup, then one or more measured passes.
 
-Closed loop means c workers each send a request, wait for it to finish, and
-send the next: the server sees exactly c streams in flight (apart from the
+Closed loop means C streams each send a request, wait for it to finish, and
+send the next: the server sees exactly C streams in flight (apart from the
 short gaps between requests), which is the regime where speculative decoding's
-benefit shrinks as batches grow. Workers pull indices from a shared counter, so
-no more than c requests are ever in flight and exactly N are sent.
+benefit shrinks as batches grow. Streams pull indices from a shared counter, so
+no more than C requests are ever in flight and exactly N are sent per pass.
+
+A level warms up once, then runs ``load.repeats`` passes back to back (each
+with fresh prompts, so no pass is served from the prefix cache of another);
+with ``load.target_cv`` it adds passes until the output throughput's
+coefficient of variation is at most the target, or ``load.max_repeats`` is hit.
+
+With ``workers`` > 1 the C streams are split over that many processes, each
+with its own event loop and its own share of the N requests: the closed loop
+is then per process (a process whose share ran out does not take over another
+one's queue), which only shortens the steady state at the very end of a pass.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from collections.abc import Callable, Sequence
+import math
+import os
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-
-import aiohttp
+from time import perf_counter
+from typing import Any, Protocol, TypeVar
 
 from specsweep.config import LoadSpec
-from specsweep.loadgen.client import stream_generate
-from specsweep.loadgen.metrics import LevelMetrics, RequestRecord, compute_level_metrics
-from specsweep.loadgen.prompts import level_seed, make_input_ids
+from specsweep.loadgen.client import PreparedRequest, stream_request
+from specsweep.loadgen.http import Connection, split_url
+from specsweep.loadgen.metrics import (
+    NAN,
+    LevelMetrics,
+    RequestRecord,
+    combine_passes,
+    compute_pass_metrics,
+    throughput_cv,
+)
+from specsweep.loadgen.payloads import RequestFactory, discover_model
 
 logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]
-
-# Each SSE line carries the cumulative text, so it grows with output length;
-# aiohttp refuses lines longer than 2 * read_bufsize.
-_READ_BUFSIZE = 4 * 1024 * 1024
+WORKERS_ENV = "SPECSWEEP_LOADGEN_WORKERS"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class LevelResult:
-    """The measured requests of one level, their summary and when they ran."""
+    """The measured requests of one level, their summary and when they ran.
+
+    ``perf_origin`` is the ``time.perf_counter()`` reading taken at
+    ``started_at``: a record's time t happened at ``started_at + (t -
+    perf_origin)`` seconds (same host; both clocks are the monotonic one).
+    """
 
     metrics: LevelMetrics
     records: tuple[RequestRecord, ...]
     started_at: datetime
     ended_at: datetime
+    repeats: tuple[LevelMetrics, ...] = ()
+    perf_origin: float = NAN
 
 
-def _make_session() -> aiohttp.ClientSession:
-    """One keep-alive pool per level, never routed through a proxy."""
-    connector = aiohttp.TCPConnector(
-        limit=0,  # the workers bound concurrency; a pool limit would only queue silently
-        limit_per_host=0,
-        force_close=False,
-        ttl_dns_cache=300,
-        keepalive_timeout=60,
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None),  # per-request timeouts are set by the client
-        trust_env=False,
-        read_bufsize=_READ_BUFSIZE,
-    )
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed: its transports cost about half of asyncio's per read."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
-async def _run_closed_loop(
-    session: aiohttp.ClientSession,
-    base_url: str,
-    prompts: Sequence[list[int]],
-    concurrency: int,
-    load: LoadSpec,
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while measuring.
+
+    A full collection in a process with many objects (a Prefect worker, pytest)
+    takes 20-35 ms: every stream whose request ended meanwhile starts its next
+    one that much late, and without kernel arrival stamps every chunk that
+    came in is stamped late. Request garbage is almost all freed by reference
+    counting, so the collector is paused (process-wide) for the level, with
+    the objects that exist before it frozen out of later collections, and run
+    between passes.
+    """
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def resolve_workers(workers: int | None) -> int:
+    """The argument, else $SPECSWEEP_LOADGEN_WORKERS, else 1 process."""
+    if workers is None:
+        raw = os.environ.get(WORKERS_ENV, "").strip()
+        try:
+            workers = int(raw) if raw else 1
+        except ValueError:
+            raise ValueError(f"{WORKERS_ENV} must be a whole number, got {raw!r}") from None
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    return workers
+
+
+async def closed_loop(
+    conns: Sequence[Connection],
+    requests: Sequence[PreparedRequest],
+    timeout_s: float,
+    repeat: int = 0,
+    index_offset: int = 0,
     on_done: Callable[[int], None] | None = None,
 ) -> list[RequestRecord]:
-    """Send every prompt with at most `concurrency` in flight; records in issue order."""
-    total = len(prompts)
+    """Send every request with one stream per connection; records in issue order."""
+    total = len(requests)
     records: list[RequestRecord | None] = [None] * total
     next_index = 0
     finished = 0
 
-    async def worker() -> None:
+    async def stream(conn: Connection) -> None:
         nonlocal next_index, finished
         while next_index < total:
             i = next_index  # no await between read and increment: atomic in asyncio
             next_index += 1
-            records[i] = await stream_generate(
-                session, base_url, prompts[i], load.output_len, i, load.request_timeout_s
+            records[i] = await stream_request(
+                conn, requests[i], index_offset + i, timeout_s, repeat
             )
             finished += 1
             if on_done is not None:
                 on_done(finished)
 
     async with asyncio.TaskGroup() as group:
-        for _ in range(min(concurrency, total)):
-            group.create_task(worker())
+        for conn in conns[: min(len(conns), total)]:
+            group.create_task(stream(conn))
     return [r for r in records if r is not None]
+
+
+class PassRunner(Protocol):
+    """Runs the requests of one pass (or the warmup) at the level's concurrency."""
+
+    async def run(
+        self,
+        requests: Sequence[PreparedRequest],
+        repeat: int,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[RequestRecord]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalRunner:
+    """All C streams on the running event loop, one keep-alive connection each."""
+
+    def __init__(self, base_url: str, concurrency: int, timeout_s: float) -> None:
+        host, port, _ = split_url(base_url)
+        self.conns = [Connection(host, port) for _ in range(concurrency)]
+        self.timeout_s = timeout_s
+
+    async def run(
+        self,
+        requests: Sequence[PreparedRequest],
+        repeat: int,
+        on_done: Callable[[int], None] | None = None,
+        index_offset: int = 0,
+    ) -> list[RequestRecord]:
+        return await closed_loop(
+            self.conns, requests, self.timeout_s, repeat, index_offset, on_done
+        )
+
+    async def aclose(self) -> None:
+        for conn in self.conns:
+            conn.close()
+
+
+def _more_passes(passes: Sequence[LevelMetrics], load: LoadSpec) -> bool:
+    """Whether target_cv asks for another pass after these."""
+    if load.target_cv is None or len(passes) >= load.max_repeats:
+        return False
+    if len(passes) < 2:
+        return True
+    cv = throughput_cv(passes)
+    return math.isfinite(cv) and cv > load.target_cv
 
 
 async def run_level(
@@ -96,20 +199,28 @@ async def run_level(
     load: LoadSpec,
     *,
     on_progress: ProgressCallback | None = None,
+    workers: int | None = None,
 ) -> LevelResult:
-    """Warm up, then measure `load.num_requests(concurrency)` requests at `concurrency`."""
+    """Warm up, then measure `load.num_requests(concurrency)` requests per pass."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    n_requests = load.num_requests(concurrency)
-    n_warmup = load.num_warmup(concurrency)
-    prompts = make_input_ids(n_requests, load.input_len, level_seed(load.seed, concurrency))
-    warmup_prompts = make_input_ids(
-        n_warmup, load.input_len, level_seed(load.seed, concurrency, warmup=True)
-    )
+    n_workers = min(resolve_workers(workers), concurrency)
+    model = await discover_model(base_url) if load.endpoint != "generate" else None
+    factory = RequestFactory(base_url, concurrency, load, model)
+    runner: PassRunner
+    if n_workers > 1:
+        from specsweep.loadgen.workers import ProcessRunner
 
-    async with _make_session() as session:
-        if warmup_prompts:
-            warm = await _run_closed_loop(session, base_url, warmup_prompts, concurrency, load)
+        runner = await ProcessRunner.start(base_url, concurrency, load.request_timeout_s, n_workers)
+    else:
+        runner = LocalRunner(base_url, concurrency, load.request_timeout_s)
+    n_requests = load.num_requests(concurrency)
+    planned = load.repeats
+    passes: list[LevelMetrics] = []
+    records: list[RequestRecord] = []
+    try:
+        with gc_paused():
+            warm = await runner.run(factory.warmup(), repeat=0)
             bad = [r for r in warm if not r.ok]
             if bad:
                 logger.warning(
@@ -119,18 +230,40 @@ async def run_level(
                     len(warm),
                     bad[0].error,
                 )
+            perf_origin = perf_counter()
+            started_at = datetime.now(UTC)
 
-        def progress(done: int) -> None:
-            if on_progress is not None:
-                on_progress(done, n_requests)
+            def progress(done: int) -> None:  # counts over all passes planned so far
+                if on_progress is not None:
+                    on_progress(len(passes) * n_requests + done, planned * n_requests)
 
-        started_at = datetime.now(UTC)
-        records = await _run_closed_loop(
-            session, base_url, prompts, concurrency, load, on_done=progress
-        )
-        ended_at = datetime.now(UTC)
+            while len(passes) < planned:
+                repeat = len(passes)
+                got = await runner.run(factory.measured(repeat), repeat, progress)
+                gc.collect()  # between passes, where no clock is running
+                records.extend(got)
+                passes.append(compute_pass_metrics(got, concurrency, load.max_error_rate))
+                if len(passes) == planned and _more_passes(passes, load):
+                    planned += 1
+            ended_at = datetime.now(UTC)
+    finally:
+        await runner.aclose()
 
-    metrics = compute_level_metrics(records, concurrency, load.max_error_rate)
+    metrics = combine_passes(passes, records, concurrency, load.max_error_rate)
+    _log_level(concurrency, load, metrics, records)
+    return LevelResult(
+        metrics=metrics,
+        records=tuple(records),
+        started_at=started_at,
+        ended_at=ended_at,
+        repeats=tuple(passes),
+        perf_origin=perf_origin,
+    )
+
+
+def _log_level(
+    concurrency: int, load: LoadSpec, metrics: LevelMetrics, records: Sequence[RequestRecord]
+) -> None:
     short = [r for r in records if r.ok and r.output_tokens < load.output_len]
     if short:
         logger.warning(
@@ -141,16 +274,24 @@ async def run_level(
             load.output_len,
             sorted({str(r.finish_reason) for r in short}),
         )
+    cv = metrics.output_throughput_cv
+    if load.target_cv is not None and not (math.isfinite(cv) and cv <= load.target_cv):
+        logger.warning(
+            "c=%d: output throughput CV %.3f after %d passes is above the target %.3f",
+            concurrency,
+            cv,
+            metrics.repeats,
+            load.target_cv,
+        )
     logger.info(
-        "c=%d: %d ok, %d failed, %.1f output tok/s, status %s",
+        "c=%d: %d ok, %d failed, %.1f output tok/s (steady %.1f), %d pass(es), status %s",
         concurrency,
         metrics.completed,
         metrics.failed,
         metrics.output_throughput,
+        metrics.steady_output_throughput,
+        metrics.repeats,
         metrics.status,
-    )
-    return LevelResult(
-        metrics=metrics, records=tuple(records), started_at=started_at, ended_at=ended_at
     )
 
 
@@ -160,6 +301,26 @@ def run_level_sync(
     load: LoadSpec,
     *,
     on_progress: ProgressCallback | None = None,
+    workers: int | None = None,
 ) -> LevelResult:
     """`run_level` for synchronous callers (Prefect tasks) that have no running loop."""
-    return asyncio.run(run_level(base_url, concurrency, load, on_progress=on_progress))
+    return run_on_new_loop(
+        run_level(base_url, concurrency, load, on_progress=on_progress, workers=workers)
+    )
+
+
+def run_on_new_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run on a fresh (uv)loop, without asyncio.Runner's repr of the result.
+
+    In the main thread, Python 3.11's Runner.run ends by formatting its SIGINT
+    handler, whose repr includes the main task and so the repr of its result:
+    seconds of CPU for a level's worth of records. The task returns None here.
+    """
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(main())
+    return box[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from specsweep.config import LoadSpec, ServerSpec, Variant
@@ -13,6 +14,7 @@ from specsweep.results.schema import SCHEMA_VERSION
 from specsweep.sglang_cmd import build_launch_command, effective_max_running_requests
 
 if TYPE_CHECKING:
+    from specsweep.loadgen.metrics import RequestRecord
     from specsweep.loadgen.runner import LevelResult
 
 
@@ -95,3 +97,46 @@ def level_row(
         "ended_at": result.ended_at,
         **result.metrics.as_dict(),
     }
+
+
+def _wall(result: LevelResult, perf_time: float) -> datetime:
+    return result.started_at + timedelta(seconds=perf_time - result.perf_origin)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+def request_row(
+    ctx: RunContext, variant: str, concurrency: int, result: LevelResult, rec: RequestRecord
+) -> dict[str, Any]:
+    first = rec.chunk_times[0] if rec.chunk_times else None
+    return {
+        **ctx.identity(),
+        "variant": variant,
+        "concurrency": concurrency,
+        "repeat": rec.repeat,
+        "index": rec.index,
+        "sent_at": _wall(result, rec.start),
+        "first_token_at": None if first is None else _wall(result, first),
+        "ended_at": _wall(result, rec.end),
+        "ttft_ms": _ms(rec.ttft),
+        "e2e_ms": _ms(rec.e2e),
+        "tpot_ms": _ms(rec.tpot),
+        "prompt_tokens": rec.prompt_tokens,
+        "output_tokens": rec.output_tokens,
+        "chunks": len(rec.chunk_tokens),
+        "max_chunk_tokens": max(rec.chunk_tokens, default=0),
+        "chunk_offsets_ms": [(t - rec.start) * 1000.0 for t in rec.chunk_times],
+        "chunk_tokens": list(rec.chunk_tokens),
+        "finish_reason": rec.finish_reason,
+        "spec_verify_ct": rec.spec_verify_ct,
+        "spec_accept_length": rec.spec_accept_length,
+        "error": rec.error,
+    }
+
+
+def request_rows(
+    ctx: RunContext, variant: str, concurrency: int, result: LevelResult
+) -> list[dict[str, Any]]:
+    return [request_row(ctx, variant, concurrency, result, r) for r in result.records]

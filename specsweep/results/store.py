@@ -2,8 +2,9 @@
 
 Layout under the results root (readable without specsweep)::
 
-    levels/<run_id>/<variant>__c<concurrency>.parquet   one row each
-    runs/<run_id>.parquet                               one row each
+    levels/<run_id>/<variant>__c<concurrency>.parquet     one row
+    requests/<run_id>/<variant>__c<concurrency>.parquet   one row per measured request
+    runs/<run_id>.parquet                                 one row
 
 A file is written to a temporary name and renamed, so a reader or a crash
 never sees half a file, and "the file exists" is the resume test.
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specsweep.results.schema import LEVELS_SCHEMA, RUNS_SCHEMA
+from specsweep.results.schema import LEVELS_SCHEMA, REQUESTS_SCHEMA, RUNS_SCHEMA
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,14 +47,22 @@ def _write_atomic(table: pa.Table, path: Path) -> Path:
     return path
 
 
-def _conform(row: dict[str, Any], schema: pa.Schema) -> pa.Table:
-    unknown = set(row) - set(schema.names)
+def _conform(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    unknown = set().union(*rows) - set(schema.names) if rows else set()
     if unknown:
         raise ValueError(
             f"columns not in the {schema.metadata[b'specsweep.table'].decode()} "
             f"schema: {sorted(unknown)}"
         )
-    return pa.Table.from_pylist([{n: row.get(n) for n in schema.names}], schema=schema)
+    return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema)
+
+
+def _read(root: Path, run_id: str | None, schema: pa.Schema) -> pd.DataFrame:
+    base = root / run_id if run_id else root
+    files = sorted(base.rglob("*.parquet")) if base.is_dir() else []
+    if not files:
+        return schema.empty_table().to_pandas()
+    return pa.concat_tables([pq.read_table(f).cast(schema) for f in files]).to_pandas()
 
 
 class ResultsStore:
@@ -68,8 +77,15 @@ class ResultsStore:
     def runs_dir(self) -> Path:
         return self.root / "runs"
 
+    @property
+    def requests_dir(self) -> Path:
+        return self.root / "requests"
+
     def level_path(self, run_id: str, variant: str, concurrency: int) -> Path:
         return self.levels_dir / run_id / f"{variant}__c{concurrency:05d}.parquet"
+
+    def requests_path(self, run_id: str, variant: str, concurrency: int) -> Path:
+        return self.requests_dir / run_id / f"{variant}__c{concurrency:05d}.parquet"
 
     def run_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.parquet"
@@ -79,10 +95,16 @@ class ResultsStore:
 
     def write_level(self, row: dict[str, Any]) -> Path:
         path = self.level_path(row["run_id"], row["variant"], row["concurrency"])
-        return _write_atomic(_conform(row, LEVELS_SCHEMA), path)
+        return _write_atomic(_conform([row], LEVELS_SCHEMA), path)
+
+    def write_requests(
+        self, run_id: str, variant: str, concurrency: int, rows: list[dict[str, Any]]
+    ) -> Path:
+        path = self.requests_path(run_id, variant, concurrency)
+        return _write_atomic(_conform(rows, REQUESTS_SCHEMA), path)
 
     def write_run(self, row: dict[str, Any]) -> Path:
-        return _write_atomic(_conform(row, RUNS_SCHEMA), self.run_path(row["run_id"]))
+        return _write_atomic(_conform([row], RUNS_SCHEMA), self.run_path(row["run_id"]))
 
     def run_ids(self) -> list[str]:
         if not self.levels_dir.is_dir():
@@ -95,12 +117,10 @@ class ResultsStore:
 
     def read_levels(self, run_id: str | None = None) -> pd.DataFrame:
         """All level rows (or one run's), one schema whatever the files' age."""
-        base = self.levels_dir / run_id if run_id else self.levels_dir
-        files = sorted(base.rglob("*.parquet")) if base.is_dir() else []
-        if not files:
-            return LEVELS_SCHEMA.empty_table().to_pandas()
-        tables = [pq.read_table(f).cast(LEVELS_SCHEMA) for f in files]
-        return pa.concat_tables(tables).to_pandas()
+        return _read(self.levels_dir, run_id, LEVELS_SCHEMA)
+
+    def read_requests(self, run_id: str | None = None) -> pd.DataFrame:
+        return _read(self.requests_dir, run_id, REQUESTS_SCHEMA)
 
     def read_run(self, run_id: str) -> dict[str, Any] | None:
         path = self.run_path(run_id)

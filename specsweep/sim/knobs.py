@@ -2,28 +2,63 @@
 
 specsweep builds the exact ``python -m sglang.launch_server ...`` argv for every
 variant; the simulator is started with the same argv (module name aside), so anything
-that only the simulator understands must travel through environment variables:
+that only the simulator understands travels through environment variables.
 
-``SPECSWEEP_SIM_TIME_SCALE`` (float, default 1.0)
-    Multiplies every simulated GPU duration (prefill, decode steps, speculative
-    cycles). 0.2 makes a demo five times faster; throughput numbers scale by 1/x.
-``SPECSWEEP_SIM_LOAD_SECONDS`` (float, default 2.0)
-    Wall-clock time from start to the HTTP port being bound (weights, KV cache,
-    CUDA graphs). Not scaled. The port refuses connections meanwhile.
-``SPECSWEEP_SIM_WARMUP_SECONDS`` (float, default 1.0)
-    Wall-clock internal warmup after binding: ``/health`` answers 503. Not scaled.
-``SPECSWEEP_SIM_HEALTH_SECONDS`` (float, default 0.05)
-    Time one ``/health`` or ``/health_generate`` call takes (sglang runs a one-token
-    generation, about a second on a real GPU). Not scaled.
-``SPECSWEEP_SIM_CRASH`` (``load`` | ``warmup`` | ``serve``, default unset)
-    Die in that phase with a realistic error in the log and exit status 1. ``load``
-    dies before the port is ever bound.
-``SPECSWEEP_SIM_CRASH_AFTER_S`` (float, default 0.2)
-    Seconds into that phase before dying (a phase shorter than this dies at its end).
+Time and profile
 ``SPECSWEEP_SIM_PROFILE`` (default ``default``)
-    Performance profile name, see ``specsweep.sim.perf_model.PROFILES``.
+    A bundled profile name (``specsweep/sim/profiles/*.yaml``) or a path to a profile
+    file: step-time model, acceptance, limits, GPUs, startup times.
+``SPECSWEEP_SIM_TIME_SCALE`` (float > 0, default 1.0)
+    Multiplies every simulated GPU duration (prefill, decode steps, speculative cycles)
+    and the profile's startup and /health times. 0.2 runs five times faster;
+    throughputs then read 1/0.2 = 5x higher (multiply by the scale to convert back).
+``SPECSWEEP_SIM_LOAD_SECONDS`` / ``SPECSWEEP_SIM_WARMUP_SECONDS`` (float)
+    Wall-clock time from start to the port being bound (weights, KV cache, CUDA
+    graphs), and of the internal warmup after it (/health answers 503). When set, taken
+    as is (not scaled); unset, the profile's times x the time scale.
+``SPECSWEEP_SIM_HEALTH_SECONDS`` (float)
+    Time one /health or /health_generate call takes (sglang runs a one-token
+    generation: about a second). Set: as is; unset: the profile's (1 s) x time scale.
 ``SPECSWEEP_SIM_SEED`` (int, default: ``--random-seed`` or 0)
-    Seed of the acceptance sampling, so runs are reproducible.
+    Seed of acceptance sampling and random faults, so runs are reproducible.
+
+Faults (each reproduces something a real GPU host does)
+``SPECSWEEP_SIM_CRASH`` (``load`` | ``warmup`` | ``serve``) and ``..._CRASH_AFTER_S``
+    (float, default 0.2): die that many seconds into the phase the way sglang dies
+    (CUDA OOM traceback in a scheduler during load, a warmup error, a scheduler
+    exception while serving), the launcher killing its process tree and itself
+    (exit by SIGKILL). ``load`` never binds the port.
+``SPECSWEEP_SIM_CRASH_AFTER_REQUESTS`` (int N)
+    Die (as ``serve``) right after the N-th generation request completes.
+``SPECSWEEP_SIM_HANG`` (``load`` | ``warmup``)
+    Stop making progress in that phase but stay alive: ``load`` never binds the port,
+    ``warmup`` answers /health 503 forever. SIGTERM still stops it.
+``SPECSWEEP_SIM_SLOW_HEALTH_S`` (float)
+    Each /health and /health_generate takes this many wall seconds (a busy or wedged
+    server); overrides HEALTH_SECONDS.
+``SPECSWEEP_SIM_HEALTH_FLAP`` (int N >= 1)
+    After ready, /health answers N times 200, then N times 503, and so on.
+``SPECSWEEP_SIM_ERROR_EVERY`` (int K) / ``SPECSWEEP_SIM_ERROR_RATE`` (0..1)
+    Every K-th generation request, or that seeded fraction of them, fails with
+    ``SPECSWEEP_SIM_ERROR_STATUS`` (500 or 503, default 500) and sglang's error JSON.
+``SPECSWEEP_SIM_PORT_IN_USE`` (bool)
+    Binding the HTTP port fails as if another process held it (uvicorn's
+    ``[Errno 98] ... address already in use``, exit status 3), as a real conflict does.
+``SPECSWEEP_SIM_ORPHAN`` (``1``/``scheduler`` | ``all``)
+    The TP0 scheduler (or every scheduler) survives its launcher: own session, SIGTERM
+    ignored, no parent-death signal; it is reparented to init and keeps its GPU memory
+    until SIGKILLed, like the orphans sglang users report.
+
+Simulated GPUs (``specsweep.sim.gpu_inventory``, ``python -m specsweep.sim.nvidia_smi``)
+``SPECSWEEP_SIM_GPU_STATE`` (path, default ``<tmp>/specsweep-sim-gpus-<uid>``)
+    State directory of the simulated GPU inventory and per-process allocations.
+``SPECSWEEP_SIM_GPU_RELEASE_S`` (float, default 0.3)
+    A killed process's GPU memory stays charged this long (real drivers: ~0.3 s).
+``SPECSWEEP_SIM_GPU_HIDE_PIDS`` (bool; read by the nvidia-smi stand-in)
+    Container mode: ``--query-compute-apps`` lists nothing while memory.used counts.
+``SPECSWEEP_SIM_GPU_CHECK_MEMORY`` (bool)
+    Loading fails with a CUDA OOM when the GPUs lack the free memory (e.g. an orphan
+    holds it), as sglang does. Off by default so concurrent simulators never collide.
 """
 
 from __future__ import annotations
@@ -33,26 +68,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 CRASH_PHASES = ("load", "warmup", "serve")
+HANG_PHASES = ("load", "warmup")
+ORPHAN_MODES = ("scheduler", "all")
+ERROR_STATUSES = (500, 503)
 
+ENV_PROFILE = "SPECSWEEP_SIM_PROFILE"
 ENV_TIME_SCALE = "SPECSWEEP_SIM_TIME_SCALE"
 ENV_LOAD_SECONDS = "SPECSWEEP_SIM_LOAD_SECONDS"
 ENV_WARMUP_SECONDS = "SPECSWEEP_SIM_WARMUP_SECONDS"
 ENV_HEALTH_SECONDS = "SPECSWEEP_SIM_HEALTH_SECONDS"
+ENV_SEED = "SPECSWEEP_SIM_SEED"
 ENV_CRASH = "SPECSWEEP_SIM_CRASH"
 ENV_CRASH_AFTER_S = "SPECSWEEP_SIM_CRASH_AFTER_S"
-ENV_PROFILE = "SPECSWEEP_SIM_PROFILE"
-ENV_SEED = "SPECSWEEP_SIM_SEED"
+ENV_CRASH_AFTER_REQUESTS = "SPECSWEEP_SIM_CRASH_AFTER_REQUESTS"
+ENV_HANG = "SPECSWEEP_SIM_HANG"
+ENV_SLOW_HEALTH_S = "SPECSWEEP_SIM_SLOW_HEALTH_S"
+ENV_HEALTH_FLAP = "SPECSWEEP_SIM_HEALTH_FLAP"
+ENV_ERROR_EVERY = "SPECSWEEP_SIM_ERROR_EVERY"
+ENV_ERROR_RATE = "SPECSWEEP_SIM_ERROR_RATE"
+ENV_ERROR_STATUS = "SPECSWEEP_SIM_ERROR_STATUS"
+ENV_PORT_IN_USE = "SPECSWEEP_SIM_PORT_IN_USE"
+ENV_ORPHAN = "SPECSWEEP_SIM_ORPHAN"
+ENV_GPU_STATE = "SPECSWEEP_SIM_GPU_STATE"
+ENV_GPU_RELEASE_S = "SPECSWEEP_SIM_GPU_RELEASE_S"
+ENV_GPU_HIDE_PIDS = "SPECSWEEP_SIM_GPU_HIDE_PIDS"
+ENV_GPU_CHECK_MEMORY = "SPECSWEEP_SIM_GPU_CHECK_MEMORY"
 
-ALL_ENV_VARS = (
-    ENV_TIME_SCALE,
-    ENV_LOAD_SECONDS,
-    ENV_WARMUP_SECONDS,
-    ENV_HEALTH_SECONDS,
-    ENV_CRASH,
-    ENV_CRASH_AFTER_S,
-    ENV_PROFILE,
-    ENV_SEED,
-)
+ALL_ENV_VARS = tuple(v for k, v in sorted(globals().items()) if k.startswith("ENV_"))
 
 
 @dataclass(frozen=True)
@@ -60,11 +102,23 @@ class SimKnobs:
     """Simulator settings that are not sglang flags (see the module docstring)."""
 
     time_scale: float = 1.0
-    load_seconds: float = 2.0
-    warmup_seconds: float = 1.0
-    health_seconds: float = 0.05
+    load_seconds: float | None = None
+    warmup_seconds: float | None = None
+    health_seconds: float | None = None
     crash: str | None = None
     crash_after_s: float = 0.2
+    crash_after_requests: int | None = None
+    hang: str | None = None
+    slow_health_s: float | None = None
+    health_flap: int = 0
+    error_every: int = 0
+    error_rate: float = 0.0
+    error_status: int = 500
+    port_in_use: bool = False
+    orphan: str | None = None
+    gpu_state: str | None = None
+    gpu_release_s: float = 0.3
+    gpu_check_memory: bool = False
     profile: str = "default"
     seed: int | None = None
 
@@ -72,49 +126,96 @@ class SimKnobs:
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimKnobs:
         """Read the knobs; raise ValueError naming the variable on a bad value."""
         env = os.environ if env is None else env
-        crash = (env.get(ENV_CRASH) or "").strip().lower() or None
-        if crash is not None and crash not in CRASH_PHASES:
-            raise ValueError(f"{ENV_CRASH} must be one of {CRASH_PHASES}, got {crash!r}")
-        seed_raw = (env.get(ENV_SEED) or "").strip()
+        crash = _choice(env, ENV_CRASH, CRASH_PHASES)
+        after_requests = _int(env, ENV_CRASH_AFTER_REQUESTS)
+        if after_requests is not None and crash not in (None, "serve"):
+            raise ValueError(f"{ENV_CRASH_AFTER_REQUESTS} needs {ENV_CRASH} unset or 'serve'")
+        orphan = (env.get(ENV_ORPHAN) or "").strip().lower() or None
+        if orphan in ("1", "true", "yes", "tp0"):
+            orphan = "scheduler"
+        if orphan in ("0", "false", "no"):
+            orphan = None
+        if orphan is not None and orphan not in ORPHAN_MODES:
+            raise ValueError(f"{ENV_ORPHAN} must be 1, scheduler or all, got {orphan!r}")
+        status = _int(env, ENV_ERROR_STATUS) or 500
+        if status not in ERROR_STATUSES:
+            raise ValueError(f"{ENV_ERROR_STATUS} must be one of {ERROR_STATUSES}, got {status}")
+        scale = _float(env, ENV_TIME_SCALE)
+        if scale == 0:
+            raise ValueError(f"{ENV_TIME_SCALE} must be > 0, got 0")
         knobs = cls(
-            time_scale=_float(env, ENV_TIME_SCALE, cls.time_scale),
-            load_seconds=_float(env, ENV_LOAD_SECONDS, cls.load_seconds),
-            warmup_seconds=_float(env, ENV_WARMUP_SECONDS, cls.warmup_seconds),
-            health_seconds=_float(env, ENV_HEALTH_SECONDS, cls.health_seconds),
-            crash=crash,
-            crash_after_s=_float(env, ENV_CRASH_AFTER_S, cls.crash_after_s),
+            time_scale=_or(scale, 1.0),
+            load_seconds=_float(env, ENV_LOAD_SECONDS),
+            warmup_seconds=_float(env, ENV_WARMUP_SECONDS),
+            health_seconds=_float(env, ENV_HEALTH_SECONDS),
+            crash="serve" if crash is None and after_requests is not None else crash,
+            crash_after_s=_or(_float(env, ENV_CRASH_AFTER_S), cls.crash_after_s),
+            crash_after_requests=after_requests,
+            hang=_choice(env, ENV_HANG, HANG_PHASES),
+            slow_health_s=_float(env, ENV_SLOW_HEALTH_S),
+            health_flap=_int(env, ENV_HEALTH_FLAP) or 0,
+            error_every=_int(env, ENV_ERROR_EVERY) or 0,
+            error_rate=_or(_float(env, ENV_ERROR_RATE), 0.0),
+            error_status=status,
+            port_in_use=env_bool(env, ENV_PORT_IN_USE),
+            orphan=orphan,
+            gpu_state=(env.get(ENV_GPU_STATE) or "").strip() or None,
+            gpu_release_s=_or(_float(env, ENV_GPU_RELEASE_S), cls.gpu_release_s),
+            gpu_check_memory=env_bool(env, ENV_GPU_CHECK_MEMORY),
             profile=(env.get(ENV_PROFILE) or "").strip() or cls.profile,
-            seed=int(seed_raw) if seed_raw else None,
+            seed=_int(env, ENV_SEED, allow_negative=True),
         )
-        if knobs.time_scale <= 0:
-            raise ValueError(f"{ENV_TIME_SCALE} must be > 0, got {knobs.time_scale}")
+        if knobs.error_rate > 1:
+            raise ValueError(f"{ENV_ERROR_RATE} must lie in [0, 1], got {knobs.error_rate}")
         return knobs
 
-    def to_env(self) -> dict[str, str]:
-        """The environment that reproduces these knobs (for launchers and tests)."""
-        env = {
-            ENV_TIME_SCALE: repr(self.time_scale),
-            ENV_LOAD_SECONDS: repr(self.load_seconds),
-            ENV_WARMUP_SECONDS: repr(self.warmup_seconds),
-            ENV_HEALTH_SECONDS: repr(self.health_seconds),
-            ENV_CRASH_AFTER_S: repr(self.crash_after_s),
-            ENV_PROFILE: self.profile,
-        }
-        if self.crash:
-            env[ENV_CRASH] = self.crash
-        if self.seed is not None:
-            env[ENV_SEED] = str(self.seed)
-        return env
+    def durations(self, load: float, warmup: float, health: float) -> tuple[float, float, float]:
+        """Wall seconds of (load, warmup, one /health) given the profile's unscaled times."""
+        s = self.time_scale
+        return (
+            _or(self.load_seconds, load * s),
+            _or(self.warmup_seconds, warmup * s),
+            _or(self.slow_health_s, _or(self.health_seconds, health * s)),
+        )
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def env_bool(env: Mapping[str, str], name: str) -> bool:
+    """true/1/yes (any case) -> True; anything else False."""
+    return (env.get(name) or "").strip().lower() in ("1", "true", "yes", "y", "on")
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str | None:
+    value = (env.get(name) or "").strip().lower() or None
+    if value is not None and value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str) -> float | None:
     raw = (env.get(name) or "").strip()
     if not raw:
-        return default
+        return None
     try:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
     if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {raw!r}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, allow_negative: bool = False) -> int | None:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 0 and not allow_negative:
         raise ValueError(f"{name} must be >= 0, got {raw!r}")
     return value

@@ -6,11 +6,14 @@ make sense if the simulated server reproduces the *shape* of real measurements.
 
 Target forward pass (one batch of ``B`` requests processing ``N`` tokens in total)::
 
-    t_target(B, N) = t0 + a_req * B + a_tok * N
+    t_target(B, N) = t0 + a_req * B + a_tok * N + a_knee * max(0, N - knee)
 
 ``t0`` is the fixed cost (reading the weights, kernel launches, all-reduce latency),
 ``a_req`` the per-sequence cost (attention over its KV cache, sampling) and ``a_tok``
-the per-token cost (the GEMMs). A baseline decode step has ``N = B``, so it is the
+the per-token cost (the GEMMs). Past ``knee`` tokens in one forward the GEMMs stop
+being memory-bound and each token costs ``a_knee`` more (a roofline in two lines):
+this is why a 16-token draft tree is nearly free for one stream and expensive for
+48 of them (768 verify tokens). A baseline decode step has ``N = B``, so it is the
 ``t(B) = t0 + a*B`` of the literature with ``a = a_req + a_tok``. Without the overlap
 scheduler (``--disable-overlap-schedule``, and speculation v1) every step also pays
 ``sched_overhead_ms`` of CPU scheduling that overlap would hide.
@@ -36,7 +39,8 @@ costs grow with ``B``). A linear model cannot have both a ~1.5x win at C=1 and a
 loss at C=64 with a late pivot; the default profile settles for a pivot near C=5-6.
 
 Acceptance: the draft token at depth ``d`` is accepted with probability
-``alpha_d = p * decay**(d-1)`` for a chain (topk = 1); a tree of effective width
+``alpha_d = p * decay**(d-1)`` (or the profile's explicit ``by_depth`` list) for a
+chain (topk = 1); a tree of effective width
 ``w = min(topk, (n-1)/s)`` gives ``1 - (1 - alpha_d) ** (w ** topk_gain)``. A cycle
 accepts tokens until the first rejection, plus the bonus token from the target::
 
@@ -50,10 +54,8 @@ Decode throughput at concurrency ``C`` (``steady_state_throughput``) is
 ``B * E[L] / t_cycle(B)`` with ``B = min(C, max_running_requests)``: queueing beyond
 the cap adds latency but no throughput.
 
-Profiles: ``default`` (demo: ~92 tok/s at C=1 and ~765 tok/s at C=64 for the
-baseline; EAGLE3 topk 1 with 2-3 steps wins ~1.5x at C=1, ~1.07x at C=4, and loses
-~0.6x at C=64, pivot at C=5-6) and ``seeds-kimi-k2`` (the seeds campaign literally:
-a few percent win at C=1 and ~355 vs ~770 tok/s at saturation).
+Profiles (constants, hardware, startup times and the seeds figures each one is
+calibrated to) are data files, see ``specsweep.sim.profiles``.
 """
 
 from __future__ import annotations
@@ -62,63 +64,57 @@ import bisect
 import math
 import random
 from dataclasses import dataclass, replace
+from typing import Any
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
 @dataclass(frozen=True)
 class PerfProfile:
-    """GPU/model timing and acceptance constants (milliseconds, unscaled)."""
+    """Timing (milliseconds at time scale 1) and acceptance constants, plus the
+    hardware and startup times the simulated server reports. Built from a data file
+    by ``specsweep.sim.profiles``; these defaults are the ``default`` profile's."""
 
     name: str
+    description: str = ""
+    assumptions: str = ""
+    calibration: tuple[CalibrationPoint, ...] = ()
+    # target model forward
     t0_ms: float = 9.64
     a_req_ms: float = 0.463
     a_tok_ms: float = 0.694
+    knee_tokens: int = 0
+    a_knee_ms: float = 0.0
     sched_overhead_ms: float = 0.9
     prefill_t0_ms: float = 6.0
     prefill_ms_per_token: float = 0.04
+    # draft model
     draft_prefill_share: float = 0.15
     draft_t0_ms: float = 0.8
     draft_ms_per_token: float = 0.25
     standalone_draft_factor: float = 2.5
     ngram_draft_ms: float = 0.3
+    # speculative bookkeeping
     spec_overhead_ms: float = 0.3
     spec_ms_per_req: float = 1.0
+    # acceptance
     accept_p: float = 0.85
     accept_decay: float = 0.85
+    accept_by_depth: tuple[float, ...] = ()
     topk_gain: float = 0.5
     eagle_accept_factor: float = 0.95
     ngram_accept_factor: float = 0.55
+    # limits
     default_max_running_requests: int = 1024
     max_total_num_tokens: int = 400_000
-
-
-PROFILES: dict[str, PerfProfile] = {
-    "default": PerfProfile(name="default"),
-    # Fitted to the seeds campaign: EAGLE-3 on a TP8 PCIe box, accept length ~2.1 at
-    # 5 steps, 71 vs 89 tok/s at 5 steps, 94 vs 89 at 2 steps, 96 vs 93 (tree, topk 4,
-    # 16 draft tokens, 5 steps assumed) at C=1 and 354 vs 773 tok/s at saturation (48-request cap).
-    "seeds-kimi-k2": PerfProfile(
-        name="seeds-kimi-k2",
-        a_req_ms=1.018,
-        a_tok_ms=0.139,
-        draft_t0_ms=1.5,
-        draft_ms_per_token=0.1,
-        spec_overhead_ms=2.0,
-        spec_ms_per_req=0.8,
-        accept_p=0.6,
-        accept_decay=0.85,
-        topk_gain=0.45,
-    ),
-}
-
-
-def get_profile(name: str) -> PerfProfile:
-    """Return a named profile; raise KeyError listing the known names."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise KeyError(f"unknown sim profile {name!r}; known: {sorted(PROFILES)}") from None
+    # hardware (the simulated GPU inventory) and startup (wall seconds at time scale 1)
+    gpu_name: str = "NVIDIA H200"
+    gpu_count: int = 1
+    gpu_memory_mib: int = 143771
+    cuda_context_mib: int = 520
+    load_seconds: float = 2.0
+    warmup_seconds: float = 1.0
+    health_seconds: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -138,11 +134,32 @@ class SpecConfig:
             raise ValueError("need num_steps >= 1, topk >= 1, num_draft_tokens >= 2")
 
 
+@dataclass(frozen=True)
+class CalibrationPoint:
+    """A real measurement a profile is fitted to; tests and the calibration benchmark
+    check the model against it, so a profile cannot silently drift from its source."""
+
+    label: str
+    concurrency: int = 1
+    spec: SpecConfig | None = None
+    max_running_requests: int | None = None
+    tok_s: float | None = None  # expected output throughput
+    accept_length: float | None = None  # expected tokens per verify cycle
+    tolerance: float = 0.1  # relative
+    source: str = ""
+
+
+def model_tok_s(p: PerfProfile, point: CalibrationPoint) -> float:
+    """What the model predicts for a calibration point's throughput."""
+    return steady_state_throughput(p, point.concurrency, point.spec, point.max_running_requests)
+
+
 def target_forward_ms(p: PerfProfile, batch: int, tokens: int) -> float:
     """One target forward over ``batch`` sequences and ``tokens`` tokens."""
     if batch <= 0:
         return 0.0
-    return p.t0_ms + p.a_req_ms * batch + p.a_tok_ms * tokens
+    knee = p.a_knee_ms * max(0, tokens - p.knee_tokens)
+    return p.t0_ms + p.a_req_ms * batch + p.a_tok_ms * tokens + knee
 
 
 def baseline_step_ms(p: PerfProfile, batch: int, overlap: bool = True) -> float:
@@ -190,7 +207,7 @@ def decode_step_ms(p: PerfProfile, batch: int, spec: SpecConfig | None, overlap:
 def accept_probs(p: PerfProfile, spec: SpecConfig) -> list[float]:
     """Per-depth acceptance probabilities alpha_1..alpha_D (decaying with depth)."""
     depth = min(spec.num_steps, spec.num_draft_tokens - 1)
-    base = p.accept_p
+    base = 1.0
     width = 1.0
     if spec.algorithm == "NGRAM":
         base *= p.ngram_accept_factor
@@ -202,9 +219,19 @@ def accept_probs(p: PerfProfile, spec: SpecConfig) -> list[float]:
     exponent = width**p.topk_gain
     probs = []
     for d in range(1, depth + 1):
-        alpha = min(base * p.accept_decay ** (d - 1), 1.0)
+        alpha = min(base * _chain_alpha(p, d), 1.0)
         probs.append(1.0 - (1.0 - alpha) ** exponent)
     return probs
+
+
+def _chain_alpha(p: PerfProfile, depth: int) -> float:
+    """Chain acceptance at a depth (1-based) before the algorithm factor."""
+    table = p.accept_by_depth
+    if not table:
+        return p.accept_p * p.accept_decay ** (depth - 1)
+    if depth <= len(table):
+        return table[depth - 1]
+    return table[-1] * p.accept_decay ** (depth - len(table))
 
 
 def accept_length_distribution(p: PerfProfile, spec: SpecConfig) -> list[float]:
@@ -277,6 +304,6 @@ def pivot_concurrency(
     return None
 
 
-def with_overrides(p: PerfProfile, **changes: float) -> PerfProfile:
+def with_overrides(p: PerfProfile, **changes: Any) -> PerfProfile:
     """Copy of a profile with some constants changed (tests, what-if studies)."""
     return replace(p, **changes)

@@ -44,6 +44,14 @@ def test_step_sweep_writes_one_row_per_variant_and_level(tmp_path, port):
     expected_tokens = [config.load.num_requests(c) * 16 for c in levels["concurrency"]]
     assert list(levels["output_tokens"]) == expected_tokens
     assert "--speculative-num-steps 2" in spec["server_command"].iloc[0]
+    requests = store.read_requests(run_id)
+    assert len(requests) == sum(config.load.num_requests(c) for c in levels["concurrency"])
+    assert (requests["output_tokens"] == 16).all() and requests["error"].isna().all()
+    assert (requests["chunk_tokens"].map(sum) == requests["output_tokens"]).all()
+    assert (requests["sent_at"] <= requests["first_token_at"]).all()
+    assert (requests["first_token_at"] <= requests["ended_at"]).all()
+    spec_requests = requests[requests["variant"] == "eagle3-s2-k1-d3"]
+    assert (spec_requests["max_chunk_tokens"] > 1).any()
     run = store.read_run(run_id)
     assert run["status"] == "completed" and run["variants"] == ["baseline", "eagle3-s2-k1-d3"]
     assert LocalRunner(config.target.workdir).state.entries() == []  # every server torn down

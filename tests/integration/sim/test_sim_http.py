@@ -154,9 +154,15 @@ def test_server_info_and_model_info(url):
 def test_bad_requests_get_400_with_a_message(url, path, body):
     resp = requests.post(url + path, json=body, timeout=5)
     assert resp.status_code == 400
-    assert resp.json()["error"]["message"]
+    if path.startswith("/v1/"):  # OpenAI's ErrorResponse, as sglang's serving classes
+        err = resp.json()
+        assert err["object"] == "error" and err["message"] and err["code"] == 400
+        assert err["type"] == "BadRequestError" and err["param"] is None
+    else:  # sglang's native {"error": {"message"}}
+        assert resp.json()["error"]["message"]
     bad_json = requests.post(url + path, data=b"{not json", timeout=5)
-    assert bad_json.status_code == 400
+    assert bad_json.status_code == 400  # FastAPI's validation error: ErrorResponse everywhere
+    assert bad_json.json()["object"] == "error" and bad_json.json()["type"] == "Bad Request"
 
 
 def test_many_concurrent_streams_beyond_the_running_cap(url):

@@ -45,7 +45,7 @@ def test_life_cycle_refused_then_503_then_200_then_sigterm(tmp_path):
         "KV Cache is allocated",
         "Capture cuda graph begin",
         "Capture cuda graph end",
-        "Uvicorn running on http://127.0.0.1",
+        "] INFO:     Uvicorn running on http://127.0.0.1",
         "The server is fired up and ready to roll!",
         "Received sigterm",
     ]
@@ -66,7 +66,7 @@ def test_crash_during_load_never_binds(tmp_path):
         assert proc.wait(1) != 0
     text = log.read_text()
     assert "torch.OutOfMemoryError: CUDA out of memory" in text
-    assert "Traceback (most recent call last)" in text
+    assert "Scheduler hit an exception: Traceback (most recent call last)" in text
     assert "Uvicorn running" not in text
 
 
@@ -76,8 +76,9 @@ def test_crash_while_serving(tmp_path):
     env = {"SPECSWEEP_SIM_CRASH": "serve", "SPECSWEEP_SIM_CRASH_AFTER_S": "0.5"}
     with running(port, log=log, **env) as proc:
         wait_ready(f"http://127.0.0.1:{port}", proc)
-        assert proc.wait(10) == 1
-    assert "Scheduler hit an exception" in log.read_text()
+        assert proc.wait(10) == -signal.SIGKILL  # kill_process_tree(own pid), as sglang
+    text = log.read_text()
+    assert "Scheduler hit an exception" in text and "Received sigquit from a child" in text
 
 
 def test_speculative_startup_logs_draft_graphs(tmp_path):

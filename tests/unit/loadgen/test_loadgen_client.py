@@ -1,4 +1,4 @@
-"""stream_generate and run_level against a tiny sglang-like SSE stub on loopback.
+"""stream_request and run_level against a tiny sglang-like SSE stub (aiohttp) on loopback.
 
 The stub picks its behaviour from the first path segment, so one server covers
 every scenario: POST /{scenario}/generate.
@@ -9,16 +9,24 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
 from specsweep.config import LoadSpec
-from specsweep.loadgen.client import _parse_meta, _ServerError, stream_generate
+from specsweep.loadgen.client import (
+    GenerateDecoder,
+    OpenAIDecoder,
+    ServerError,
+    parse_meta,
+    stream_request,
+)
+from specsweep.loadgen.http import Connection, clock_offset_ns
 from specsweep.loadgen.metrics import RequestRecord
+from specsweep.loadgen.payloads import RequestFactory
 from specsweep.loadgen.prompts import level_seed, make_input_ids
 from specsweep.loadgen.runner import run_level, run_level_sync
 
@@ -133,12 +141,20 @@ async def with_stub(body: Callable[[Stub, str], Awaitable[Any]]) -> Any:
         await stub.stop()
 
 
+async def send_one(
+    base_url: str, ids: list[int], output_len: int, timeout_s: float
+) -> RequestRecord:
+    factory = RequestFactory(base_url, 1, LoadSpec(input_len=len(ids), output_len=output_len))
+    conn = Connection(factory.host, factory.port)
+    try:
+        return await stream_request(conn, factory.prepare(ids), 7, timeout_s)
+    finally:
+        conn.close()
+
+
 def one(scenario: str, output_len: int = 5, timeout_s: float = 30.0) -> RequestRecord:
     async def body(stub: Stub, url: str) -> RequestRecord:
-        async with aiohttp.ClientSession(trust_env=False) as session:
-            return await stream_generate(
-                session, f"{url}/{scenario}", [101, 102, 103], output_len, 7, timeout_s
-            )
+        return await send_one(f"{url}/{scenario}", [101, 102, 103], output_len, timeout_s)
 
     return asyncio.run(with_stub(body))
 
@@ -153,13 +169,17 @@ def test_parse_meta_ignores_lookalikes_in_text(separators: tuple[str, str]) -> N
         "meta_info": {"completion_tokens": 2, "finish_reason": None},
     }
     data = json.dumps(line, separators=separators).encode()
-    assert _parse_meta(data) == {"completion_tokens": 2, "finish_reason": None}
-    with pytest.raises(_ServerError, match="oops"):
-        _parse_meta(b'{"error": {"message": "oops"}}')
+    assert parse_meta(data) == {"completion_tokens": 2, "finish_reason": None}
+    with pytest.raises(ServerError, match="oops"):
+        parse_meta(b'{"error": {"message": "oops"}}')
     with pytest.raises(KeyError):
-        _parse_meta(b'{"text": "x"}')
+        parse_meta(b'{"text": "x"}')
     with pytest.raises(TypeError):
-        _parse_meta(b'{"meta_info": [1]}')
+        parse_meta(b'{"meta_info": [1]}')
+    # A key after meta_info (not what sglang sends) still parses, just slower.
+    assert parse_meta(b'{"meta_info": {"completion_tokens": 3}, "index": 0}') == {
+        "completion_tokens": 3
+    }
 
 
 def test_ok_stream() -> None:
@@ -226,11 +246,7 @@ def test_connection_refused_becomes_record() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
 
-    async def body() -> RequestRecord:
-        async with aiohttp.ClientSession(trust_env=False) as session:
-            return await stream_generate(session, f"http://127.0.0.1:{port}", [101], 4, 0, 5.0)
-
-    r = asyncio.run(body())
+    r = asyncio.run(send_one(f"http://127.0.0.1:{port}", [101], 4, 5.0))
     assert r.error is not None and r.error.startswith("connection error")
 
 
@@ -295,3 +311,50 @@ def test_run_level_sync_without_server() -> None:
     assert len(result.records) == 3
     assert result.metrics.failed == 3
     assert result.metrics.status == "failed"
+
+
+def test_generate_decoder_fast_and_full_paths_agree() -> None:
+    compact = json.dumps(
+        {"text": "a b", "meta_info": {"completion_tokens": 2, "finish_reason": None}},
+        separators=(",", ":"),
+    ).encode()
+    spaced = json.dumps({"text": "a b c", "meta_info": {"completion_tokens": 3}}).encode()
+    dec = GenerateDecoder()
+    dec(compact, 1.0)  # read from the bytes: meta_info is not decoded
+    assert (dec.tokens, dec.meta) == ([2], None)
+    dec(spaced, 2.0)  # no compact null finish_reason: decoded in full
+    assert (dec.tokens, dec.times, dec.meta) == ([2, 1], [1.0, 2.0], {"completion_tokens": 3})
+
+
+def openai_chunk(text: str | None, usage: dict | None = None, finish: str | None = None) -> bytes:
+    choices = [] if text is None else [{"index": 0, "text": text, "finish_reason": finish}]
+    return json.dumps({"object": "text_completion", "choices": choices, "usage": usage}).encode()
+
+
+def test_openai_decoder_counts() -> None:
+    dec = OpenAIDecoder(chat=False)
+    dec(openai_chunk("ab"), 1.0)
+    dec(openai_chunk(""), 1.5)  # no text: not an arrival
+    dec(openai_chunk("cd", finish="length"), 2.0)
+    dec(openai_chunk(None, {"prompt_tokens": 7, "completion_tokens": 5}), 2.1)
+    dec(b"[DONE]", 2.2)
+    assert (dec.times, dec.tokens, dec.total, dec.prompt) == ([1.0, 2.0], [1, 1], 5, 7)
+    assert (dec.finish, dec.done, dec.end, dec.exact) == ("length", True, 2.2, False)
+
+    exact = OpenAIDecoder(chat=True)
+    role = {"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": None}
+    exact(json.dumps(role).encode(), 0.5)
+    for t, n in ((1.0, 2), (2.0, 5)):
+        usage = {"prompt_tokens": 3, "completion_tokens": n}
+        body = {"choices": [{"delta": {"content": "x"}, "finish_reason": None}], "usage": usage}
+        exact(json.dumps(body).encode(), t)
+    assert (exact.tokens, exact.times, exact.exact) == ([2, 3], [1.0, 2.0], True)
+
+    err = OpenAIDecoder(chat=False)
+    err(b'{"object": "error", "message": "context too long", "code": 400}', 1.0)
+    assert err.error == "server error in stream: context too long"
+
+
+def test_clock_offset_maps_perf_counter_to_wall_time() -> None:
+    offset = clock_offset_ns()
+    assert abs(time.time_ns() - (time.perf_counter_ns() + offset)) < 1_000_000

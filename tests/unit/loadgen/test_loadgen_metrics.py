@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
-from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics, percentile
+from specsweep.loadgen.metrics import (
+    RequestRecord,
+    compute_level_metrics,
+    compute_pass_metrics,
+    percentile,
+    steady_tokens,
+    steady_window,
+    throughput_cv,
+)
 
 
 def rec(
@@ -160,3 +169,91 @@ def test_as_dict_keeps_field_names() -> None:
     r = rec(0.0, [(0.1, 2)], 0.1).as_dict()
     assert r["chunk_tokens"] == [2]
     assert r["error"] is None
+
+
+def test_steady_window_by_hand() -> None:
+    # Closed loop, C=2, N=4: r2 replaces r1 at 2.5 and r3 replaces r0 at 3.0; the
+    # (N-C+1) = 3rd end (4.5) leaves one stream idle for good.
+    records = [
+        rec(0.0, [(1.0, 1), (2.0, 1), (3.0, 1)], 3.0, index=0),
+        rec(0.0, [(1.5, 1), (2.5, 1)], 2.5, index=1),
+        rec(2.5, [(3.5, 1), (4.5, 1)], 4.5, index=2),
+        rec(3.0, [(4.0, 1), (5.0, 1)], 5.0, index=3),
+    ]
+    assert steady_window(records, 2) == (1.5, 4.5)
+    # In (1.5, 4.5]: 2.0, 3.0 | 2.5 | 3.5, 4.5 | 4.0 -> 6 tokens.
+    assert steady_tokens(records, 1.5, 4.5) == pytest.approx(6.0)
+    m = compute_level_metrics(records, 2, 0.05)
+    assert m.steady_window_s == pytest.approx(3.0)
+    assert m.steady_output_throughput == pytest.approx(2.0)
+    assert m.output_throughput == pytest.approx(9 / 5.0)  # the whole pass, ramps included
+
+
+def test_steady_window_counts_failures_for_time_not_tokens() -> None:
+    records = [
+        rec(0.0, [(1.0, 2), (2.0, 2)], 2.0, index=0),
+        rec(0.0, [(1.0, 1), (1.5, 1)], 2.5, index=1, error="timeout after 2s"),
+    ]
+    t0, t1 = steady_window(records, 2)
+    assert (t0, t1) == (1.0, 2.0)  # N == C: from the last first token to the first end
+    assert steady_tokens(records, t0, t1) == pytest.approx(2.0)
+
+
+def test_steady_tokens_scale_when_chunks_undercount() -> None:
+    # An OpenAI stream without per-chunk usage: 2 text chunks, 6 tokens in total.
+    r = RequestRecord(
+        index=0, start=0.0, end=1.0, chunk_times=(0.4, 0.8), chunk_tokens=(1, 1),
+        prompt_tokens=5, output_tokens=6, finish_reason="length",
+        spec_verify_ct=None, spec_accept_length=None, error=None,
+    )  # fmt: skip
+    assert steady_tokens([r], 0.5, 1.0) == pytest.approx(3.0)
+
+
+def test_no_steady_window() -> None:
+    # The only request got no token: the window is empty.
+    m = compute_level_metrics([rec(0.0, [], 0.5, error="HTTP 500: x")], 1, 0.05)
+    assert m.steady_window_s == 0.0
+    assert math.isnan(m.steady_output_throughput)
+
+
+def test_throughput_cv() -> None:
+    records = [rec(0.0, [(0.1, 1)], 1.0)]
+    one = compute_level_metrics(records, 1, 0.05)
+    assert math.isnan(throughput_cv([one]))
+    a = replace(one, output_throughput=100.0)
+    b = replace(one, output_throughput=110.0)
+    assert throughput_cv([a, b]) == pytest.approx(7.0710678 / 105.0)
+
+
+def test_repeats_pool_latencies_and_average_throughputs() -> None:
+    pass0 = [
+        rec(0.0, [(0.1, 1), (0.2, 1)], 0.2, index=0),
+        rec(0.0, [(0.3, 2)], 0.4, index=1),
+    ]
+    pass1 = [
+        replace(rec(10.0, [(10.2, 1), (10.4, 3)], 11.0, index=0), repeat=1),
+        replace(rec(10.0, [], 10.5, index=1, error="HTTP 500: boom"), repeat=1),
+    ]
+    p0 = compute_pass_metrics(pass0, 2, 0.6)
+    p1 = compute_pass_metrics(pass1, 2, 0.6)
+    m = compute_level_metrics(pass0 + pass1, 2, 0.6)
+    assert (p0.repeats, p1.repeats, m.repeats) == (1, 1, 2)
+    assert math.isnan(p0.output_throughput_cv)
+    assert (m.completed, m.failed, m.output_tokens) == (3, 1, 8)
+    assert m.error_rate == pytest.approx(0.25)
+    assert m.duration_s == pytest.approx(0.4 + 1.0)  # summed, not 11.0 - 0.0
+    assert m.output_throughput == pytest.approx((4 / 0.4 + 4 / 1.0) / 2)
+    assert m.request_throughput == pytest.approx((2 / 0.4 + 1 / 1.0) / 2)
+    assert m.output_throughput_cv == pytest.approx(throughput_cv([p0, p1]))
+    # Latencies pool the samples of both passes: TTFTs 100, 300, 200 ms.
+    assert m.ttft_ms_p50 == pytest.approx(200.0)
+    assert m.ttft_ms_mean == pytest.approx(200.0)
+    assert m.steady_window_s == pytest.approx(p0.steady_window_s + p1.steady_window_s)
+    assert m.status == "ok" and m.error == "1 of 4 requests: HTTP 500: boom"
+
+
+def test_record_dict_round_trip() -> None:
+    r = replace(rec(0.0, [(0.1, 2), (0.3, 1)], 0.4, verify=2), repeat=3)
+    d = r.as_dict()
+    assert d["repeat"] == 3 and d["chunk_times"] == [0.1, 0.3]
+    assert RequestRecord.from_dict(d) == r

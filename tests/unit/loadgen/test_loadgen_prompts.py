@@ -1,10 +1,23 @@
-"""Prompts are exact-length, avoid special ids, and are reproducible per level."""
+"""Prompts are exact-length, avoid special ids, and are reproducible per level and pass."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from specsweep.loadgen.prompts import MIN_TOKEN_ID, level_seed, make_input_ids
+from specsweep.config import LoadSpec
+from specsweep.loadgen.client import PreparedRequest
+from specsweep.loadgen.payloads import RequestFactory
+from specsweep.loadgen.prompts import (
+    MIN_TOKEN_ID,
+    level_seed,
+    load_dataset,
+    make_input_ids,
+    make_text_prompts,
+    pick_dataset_prompts,
+)
 
 
 def test_exact_length_and_range() -> None:
@@ -33,3 +46,109 @@ def test_rejects_bad_arguments() -> None:
         make_input_ids(1, 0, seed=0)
     with pytest.raises(ValueError):
         make_input_ids(1, 4, seed=0, vocab_size=50)
+
+
+def test_pass_seeds_differ_and_pass_zero_is_unchanged() -> None:
+    assert level_seed(0, 4, repeat=0) == level_seed(0, 4) == 4
+    seeds = {level_seed(0, 4, repeat=r) for r in range(5)}
+    seeds |= {level_seed(0, 4, repeat=r, warmup=True) for r in range(5)}
+    assert len(seeds) == 10
+
+
+def test_text_prompts() -> None:
+    prompts = make_text_prompts(4, 50, seed=2)
+    assert [len(p.split()) for p in prompts] == [50] * 4
+    assert len(set(prompts)) == 4
+    assert make_text_prompts(4, 50, seed=2) == prompts
+    assert make_text_prompts(4, 50, seed=3) != prompts
+
+
+def write_sharegpt(path: Path, n: int) -> Path:
+    data = [
+        {
+            "conversations": [
+                {"from": "human", "value": f"question {i}"},
+                {"from": "gpt", "value": "a"},
+            ]
+        }
+        for i in range(n)
+    ]
+    data.append({"conversations": [{"from": "gpt", "value": "no human turn"}]})
+    data.append({"conversations": [{"from": "human", "value": "   "}]})
+    data.append({"id": "no conversations"})
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_dataset_first_human_turns(tmp_path: Path) -> None:
+    prompts = load_dataset(write_sharegpt(tmp_path / "d.json", 5))
+    assert prompts == tuple(f"question {i}" for i in range(5))
+
+
+def test_dataset_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text('{"not": "a list"}')
+    with pytest.raises(ValueError, match="list"):
+        load_dataset(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text("[{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_dataset(tmp_path / "b.json")
+    (tmp_path / "c.json").write_text("[]")
+    with pytest.raises(ValueError, match="no conversation"):
+        load_dataset(tmp_path / "c.json")
+
+
+def test_dataset_picks_are_deterministic_and_passes_do_not_overlap() -> None:
+    prompts = tuple(f"p{i}" for i in range(10))
+    first = pick_dataset_prompts(prompts, seed=1, count=4, offset=0)
+    second = pick_dataset_prompts(prompts, seed=1, count=4, offset=4)
+    assert first == pick_dataset_prompts(prompts, seed=1, count=4)
+    assert not set(first) & set(second)
+    assert pick_dataset_prompts(prompts, seed=2, count=10) != pick_dataset_prompts(
+        prompts, seed=1, count=10
+    )
+    assert len(pick_dataset_prompts(prompts, seed=1, count=25)) == 25  # wraps around
+
+
+def body_of(req: PreparedRequest) -> dict:
+    head, _, body = req.wire.partition(b"\r\n\r\n")
+    assert f"Content-Length: {len(body)}".encode() in head
+    return json.loads(body)
+
+
+def test_generate_bodies_exact_and_distinct_per_pass() -> None:
+    load = LoadSpec(input_len=12, output_len=7, requests_per_level=3, seed=5)
+    f = RequestFactory("http://127.0.0.1:1/prefix", 2, load)
+    assert f.path == "/prefix/generate"
+    p0, p1, warm = f.measured(0), f.measured(1), f.warmup()
+    assert [len(x) for x in (p0, p1, warm)] == [3, 3, 2]
+    b = body_of(p0[0])
+    assert b["sampling_params"] == {"max_new_tokens": 7, "temperature": 0.0, "ignore_eos": True}
+    assert b["stream"] is True and len(b["input_ids"]) == 12 and p0[0].prompt_tokens == 12
+    assert b["input_ids"] == make_input_ids(3, 12, level_seed(5, 2))[0]
+    ids = [tuple(body_of(r)["input_ids"]) for r in p0 + p1 + warm]
+    assert len(set(ids)) == 8
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_openai_bodies(endpoint: str) -> None:
+    load = LoadSpec(endpoint=endpoint, input_len=20, output_len=9, requests_per_level=2)
+    f = RequestFactory("http://127.0.0.1:1", 1, load, model="m1")
+    req = f.measured(0)[0]
+    b = body_of(req)
+    assert req.endpoint == endpoint
+    assert b["model"] == "m1" and b["max_tokens"] == 9 and b["ignore_eos"] is True
+    assert b["temperature"] == 0.0 and b["stream"] is True
+    assert b["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    text = b["prompt"] if endpoint == "completions" else b["messages"][0]["content"]
+    assert len(text.split()) == 20 == req.prompt_tokens
+    if endpoint == "chat":
+        assert b["messages"][0]["role"] == "user" and f.path == "/v1/chat/completions"
+
+
+def test_dataset_bodies(tmp_path: Path) -> None:
+    path = write_sharegpt(tmp_path / "d.json", 10)
+    load = LoadSpec(dataset=path, requests_per_level=4, output_len=3)
+    f = RequestFactory("http://127.0.0.1:1", 2, load)
+    texts = [body_of(r)["text"] for r in f.measured(0) + f.measured(1) + f.warmup()]
+    assert len(set(texts)) == 10  # 4 + 4 + 2 from one shuffle of 10: no prompt twice
+    assert all(t.startswith("question ") for t in texts)

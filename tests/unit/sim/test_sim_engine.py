@@ -12,9 +12,9 @@ from specsweep.sim.perf_model import (
     SpecConfig,
     baseline_step_ms,
     expected_accept_length,
-    get_profile,
     prefill_step_ms,
 )
+from specsweep.sim.profiles import get_profile
 
 P = get_profile("default")
 SPEC = SpecConfig("EAGLE3", 3, 1, 4)

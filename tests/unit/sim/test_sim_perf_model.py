@@ -8,20 +8,20 @@ import random
 import pytest
 
 from specsweep.sim.perf_model import (
-    PROFILES,
     AcceptSampler,
     SpecConfig,
     accept_probs,
     baseline_step_ms,
     draft_ms,
     expected_accept_length,
-    get_profile,
     pivot_concurrency,
     prefill_step_ms,
     spec_cycle_ms,
     steady_state_throughput,
+    target_forward_ms,
     with_overrides,
 )
+from specsweep.sim.profiles import get_profile
 
 P = get_profile("default")
 
@@ -150,24 +150,24 @@ def test_other_algorithms():
     assert 1 < expected_accept_length(P, ngram) < 12
 
 
-def test_seeds_profile_matches_the_campaign():
-    s = get_profile("seeds-kimi-k2")
-    assert 88 <= steady_state_throughput(s, 1) <= 97
-    tree = eagle3(5, topk=4, ndt=16)
-    assert 1.0 < ratio(1, tree, p=s) < 1.15  # 96 vs 93 tok/s
-    assert 0.35 < ratio(128, tree, mrr=48, p=s) < 0.6  # 354 vs 773 tok/s
-    assert 1.0 < ratio(1, eagle3(2), p=s) < 1.15  # 94 vs 89 tok/s
-    assert ratio(1, eagle3(10), p=s) < ratio(1, eagle3(5), p=s) < 1.0  # 60 < 71 < 89
-    assert expected_accept_length(s, eagle3(5)) == pytest.approx(2.1, abs=0.15)
-
-
-def test_profiles_and_validation():
-    assert set(PROFILES) >= {"default", "seeds-kimi-k2"}
-    with pytest.raises(KeyError, match="unknown sim profile"):
-        get_profile("nope")
+def test_validation():
     with pytest.raises(ValueError):
         SpecConfig("EAGLE3", 0, 1, 1)
     with pytest.raises(ValueError):
         SpecConfig("MEDUSA", 2, 1, 3)
     faster = with_overrides(P, t0_ms=5.0)
     assert steady_state_throughput(faster, 1) > steady_state_throughput(P, 1)
+
+
+def test_roofline_knee_makes_big_verifies_expensive():
+    flat = with_overrides(P, knee_tokens=0, a_knee_ms=0.0)
+    kneed = with_overrides(P, knee_tokens=64, a_knee_ms=0.5)
+    assert target_forward_ms(kneed, 1, 16) == target_forward_ms(flat, 1, 16)  # below the knee
+    extra = target_forward_ms(kneed, 48, 768) - target_forward_ms(flat, 48, 768)
+    assert extra == pytest.approx(0.5 * (768 - 64))
+
+
+def test_explicit_acceptance_per_depth():
+    p = with_overrides(P, accept_by_depth=(0.8, 0.5), accept_decay=0.5)
+    probs = accept_probs(p, eagle3(3))
+    assert probs == pytest.approx([0.8, 0.5, 0.25])  # past the table: last x decay
