@@ -9,13 +9,17 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 # Prefect: no telemetry from test or demo runs (CI and many GPU hosts have no internet).
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
-.PHONY: demo test install lint format lock clean
+.PHONY: demo test install refclients lint format lock clean
 
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
 	$(VENV)/bin/specsweep demo
 
-test: install  ## The whole test suite.
+test: install refclients  ## The whole test suite.
 	$(VENV)/bin/pytest
+
+# SGLang's own benchmark clients in their own venv, for the protocol-agreement test.
+refclients: $(UV)
+	PYTHON=$(PYTHON) bash tests/protocol/setup_refclients.sh
 
 install: $(VENV)/.synced
 
@@ -40,4 +44,4 @@ lock: $(UV)
 	$(UV) lock --python $(PYTHON)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .specsweep
+	rm -rf $(VENV) $(TOOLS) .refclients .pytest_cache .ruff_cache .specsweep
