@@ -92,6 +92,10 @@ async def openai_completions(request: web.Request) -> web.StreamResponse:
     resp = await sse_response(request)
     state.engine.submit(req)
     base["object"] = "chat.completion.chunk" if chat else "text_completion"
+    opts = body.get("stream_options") or {}
+    opts = opts if isinstance(opts, dict) else {}
+    # sglang attaches cumulative usage to every chunk when asked (continuous_usage_stats).
+    continuous = bool(opts.get("continuous_usage_stats"))
     try:
         if chat:
             delta = {"role": "assistant", "content": ""}
@@ -105,9 +109,9 @@ async def openai_completions(request: web.Request) -> web.StreamResponse:
             else:
                 choice["text"] = text
             choice["matched_stop"] = None
-            await resp.write(sse({**base, "choices": [choice], "usage": None}))
-        opts = body.get("stream_options") or {}
-        if isinstance(opts, dict) and opts.get("include_usage"):
+            usage = _usage(req) if continuous else None
+            await resp.write(sse({**base, "choices": [choice], "usage": usage}))
+        if opts.get("include_usage"):
             await resp.write(sse({**base, "choices": [], "usage": _usage(req)}))
         await resp.write(b"data: [DONE]\n\n")
         state.request_done()

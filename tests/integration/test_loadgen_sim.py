@@ -39,3 +39,15 @@ def test_speculative_level_has_multi_token_chunks_and_run_scoped_accept(sim_conf
         assert len(r.itls) == r.output_tokens - r.chunk_tokens[0]
     verify = sum(r.spec_verify_ct for r in result.records)
     assert m.accept_length == pytest.approx(m.output_tokens / verify)
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_openai_endpoints_count_tokens_per_chunk_exactly(sim_config, endpoint):
+    load = sim_config.load.model_copy(update={"endpoint": endpoint})
+    with ready_server(sim_config, SPEC):
+        result = run_level_sync(sim_config.server.base_url, 2, load)
+    m = result.metrics
+    assert m.status == "ok", m.error
+    for r in result.records:
+        assert sum(r.chunk_tokens) == r.output_tokens == load.output_len
+    assert any(max(r.chunk_tokens) > 1 for r in result.records)  # continuous usage stats

@@ -110,6 +110,16 @@ def test_openai_completions_streaming_with_and_without_usage(url):
     assert usage_chunk["usage"]["total_tokens"] == 12 + usage_chunk["usage"]["prompt_tokens"]
 
 
+def test_openai_continuous_usage_counts_tokens_in_every_chunk(url):
+    opts = {"include_usage": True, "continuous_usage_stats": True}
+    chunks = sse_chunks(completions(url, stream=True, stream_options=opts, ignore_eos=True))
+    data = [c for c in chunks if isinstance(c, dict) and c["choices"]]
+    counts = [c["usage"]["completion_tokens"] for c in data]
+    assert counts == sorted(counts) and counts[-1] == 12
+    words = [len(c["choices"][0]["text"].split()) for c in data]
+    assert [b - a for a, b in zip([0, *counts], counts, strict=False)] == words
+
+
 def test_openai_completions_non_streaming_and_chat(url):
     out = completions(url).json()
     assert out["usage"]["completion_tokens"] == 12
