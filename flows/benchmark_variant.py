@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import Flow, flow, get_run_logger
+from prefect.client.schemas.objects import FlowRun
+from prefect.logging.loggers import flow_run_logger
 from prefect.runtime import flow_run
+from prefect.states import State
 
+from specsweep import pipeline
 from specsweep.config import SweepConfig, Variant
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
@@ -20,7 +24,30 @@ def _run_name() -> str:
     return f"variant/{label}"
 
 
-@flow(name="benchmark-variant", flow_run_name=_run_name, log_prints=True)
+def kill_recorded_servers(flow: Flow, flow_run: FlowRun, state: State) -> None:
+    """Cancellation/crash hook: the `finally` may never run, the launch record still can.
+
+    Prefect runs these hooks in the runner's process when a run is cancelled or
+    crashes, so the handle is gone; the target's launch record and the port are
+    what identify the server.
+    """
+    config = flow_run.parameters.get("config")
+    if not isinstance(config, SweepConfig):
+        config = SweepConfig.model_validate(config)
+    report = pipeline.kill_stale_servers(config)
+    flow_run_logger(flow_run, flow).warning(
+        "flow run %s: %s; stopped server processes %s",
+        flow_run.name, state.name, report.killed_pids or "none left",
+    )  # fmt: skip
+
+
+@flow(
+    name="benchmark-variant",
+    flow_run_name=_run_name,
+    log_prints=True,
+    on_cancellation=[kill_recorded_servers],
+    on_crashed=[kill_recorded_servers],
+)
 def benchmark_variant(
     config: SweepConfig, variant: Variant, ctx: RunContext, force: bool = False
 ) -> list[dict[str, Any]]:
