@@ -16,6 +16,7 @@ from specsweep import progress
 from specsweep.cleanup import CleanupReport, kill_stale
 from specsweep.config import LocalTarget, SweepConfig, Variant
 from specsweep.errors import ConfigError
+from specsweep.gpus import gpus_from_env
 from specsweep.health import Readiness, ReadyReport, wait_until_ready
 from specsweep.loadgen.runner import run_level_sync
 from specsweep.results.rows import RunContext, ServerFacts, level_row, request_rows
@@ -36,7 +37,13 @@ def server_log_path(target: LocalTarget, run_id: str, variant: Variant) -> Path:
 
 
 def kill_stale_servers(config: SweepConfig, *, force: bool = False) -> CleanupReport:
-    return kill_stale(runner_for(config.target), config.server.port, force=force)
+    """Stop leftovers of ours on the server's port and GPUs (CUDA_VISIBLE_DEVICES, else all)."""
+    return kill_stale(
+        runner_for(config.target),
+        config.server.port,
+        force=force,
+        gpus=gpus_from_env(config.server.env),
+    )
 
 
 def launch(config: SweepConfig, variant: Variant, run_id: str) -> ServerHandle:

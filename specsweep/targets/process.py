@@ -107,3 +107,40 @@ def kill_group(pgid: int, grace_s: float = 15.0) -> KillReport:
             )
     report.elapsed_s = time.monotonic() - start
     return report
+
+
+def kill_processes(procs: list[psutil.Process], grace_s: float = 15.0) -> KillReport:
+    """SIGTERM single processes, wait up to grace_s, then SIGKILL the rest.
+
+    For a process that left its server's group (an orphaned scheduler in its own
+    session) when its group holds other people's processes too: signalling the group
+    would hit them. psutil checks each pid's start time, so a reused pid is never hit.
+    """
+    start = time.monotonic()
+    pgid = _pgid(procs[0].pid) if procs else None
+    report = KillReport(pgid if pgid is not None else -1)
+    live = [p for p in procs if is_running(p.pid, p.create_time())]
+    report.terminated = [p.pid for p in live]
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        if not live:
+            break
+        if sig == signal.SIGKILL:
+            report.killed = [p.pid for p in live]
+            log.warning(
+                "pids %s ignored SIGTERM for %.1fs; sending SIGKILL", report.killed, grace_s
+            )
+        for proc in live:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(sig)
+        deadline = time.monotonic() + wait_s
+        delay = 0.02
+        while True:
+            live = [p for p in live if is_running(p.pid, p.create_time())]
+            if not live or time.monotonic() >= deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+    if live:
+        raise RuntimeError(f"pids {[p.pid for p in live]} survived SIGKILL (uninterruptible?)")
+    report.elapsed_s = time.monotonic() - start
+    return report

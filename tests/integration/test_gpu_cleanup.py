@@ -1,0 +1,215 @@
+"""kill_stale on a (simulated) GPU host: real processes, real signals, the simulator's
+GPU inventory and its nvidia-smi stand-in first on PATH.
+
+Each test gets its own inventory of two H200s, so parallel runs never collide, and
+every process it started is SIGKILLed at the end whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specsweep.cleanup import GpuMemoryNotReleased, kill_stale
+from specsweep.errors import StaleProcessError
+from specsweep.sim.gpu_inventory import Inventory
+from specsweep.sim.nvidia_smi import BIN_DIR
+from specsweep.targets.local import LocalRunner
+from tests.conftest import FAST_SIM_ENV, free_port
+from tests.integration.test_cleanup import LISTEN, listening
+
+pytestmark = pytest.mark.integration
+
+H200_MIB = 143771
+
+
+class Host:
+    """The simulated GPU host of one test and everything started on it."""
+
+    def __init__(self, root: Path) -> None:
+        self.inv = Inventory(root)
+        self.inv.ensure("NVIDIA H200", 2, H200_MIB)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def used(self, gpu: int) -> int:
+        return self.inv.used_mib(self.inv.gpus()[gpu])
+
+    def sim_server(self, port: int, *, tp: int = 1, orphan: str | None = None) -> int:
+        """A simulated sglang server, not recorded anywhere: only its port, its names
+        and its GPU memory give it away. Returns the launcher's pid once it listens."""
+        env = {**os.environ, **FAST_SIM_ENV}
+        if orphan:
+            env["SPECSWEEP_SIM_ORPHAN"] = orphan
+        argv = [sys.executable, "-m", "specsweep.sim.launch_server", "--model-path", "sim/llama"]
+        argv += ["--tp", str(tp), "--port", str(port)]
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+        self.procs.append(proc)
+        end = time.monotonic() + 20
+        while not listening(port):
+            assert proc.poll() is None, "simulated server died"
+            assert time.monotonic() < end, "simulated server did not come up"
+            time.sleep(0.05)
+        return proc.pid
+
+    def holder(
+        self, gpu: int, mib: int, *argv: str, user: int | None = None, exe: str | None = None
+    ) -> int:
+        """A process charged ``mib`` on ``gpu``: anything, renamed (``argv[0]`` run as
+        ``exe``) or another user's."""
+        preexec = (lambda: os.setuid(user)) if user is not None else None
+        proc = subprocess.Popen(
+            list(argv), executable=exe, start_new_session=True, preexec_fn=preexec
+        )
+        self.procs.append(proc)
+        self.inv.allocate(proc.pid, gpu, mib, release_s=0.3, name=argv[0])
+        return proc.pid
+
+    def charged_pids(self) -> set[int]:
+        return {a.pid for a in self.inv.charged()}
+
+    def close(self) -> None:
+        pids = {p.pid for p in self.procs} | self.charged_pids()
+        for pid in pids:  # this test's inventory: every pid in it is this test's
+            try:
+                proc = psutil.Process(pid)
+                proc.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        for p in self.procs:
+            p.wait(timeout=10)
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    monkeypatch.setenv("SPECSWEEP_SIM_GPU_STATE", str(tmp_path / "gpus"))
+    monkeypatch.setenv("SPECSWEEP_SIM_PYTHON", sys.executable)
+    monkeypatch.setenv("PATH", f"{BIN_DIR}{os.pathsep}{os.environ['PATH']}")
+    h = Host(tmp_path / "gpus")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def orphan_of(host: Host, launcher: int) -> int:
+    """Kill a launcher's group the way a crashed flow's teardown would; the orphaned
+    scheduler (own session, SIGTERM ignored) survives with its memory."""
+    os.killpg(launcher, signal.SIGTERM)
+    end = time.monotonic() + 10
+    while alive(launcher) and time.monotonic() < end:
+        time.sleep(0.05)
+    survivors = [pid for pid in host.charged_pids() if alive(pid)]
+    assert len(survivors) == 1, survivors
+    assert psutil.Process(survivors[0]).cmdline()[0].startswith("sglang::scheduler")
+    return survivors[0]
+
+
+def test_ours_killed_launcher_and_children_memory_released(host, tmp_path):
+    port = free_port()
+    launcher = host.sim_server(port, tp=2)
+    children = [c.pid for c in psutil.Process(launcher).children()]
+    assert host.used(0) > 100_000 and host.used(1) > 100_000
+    report = kill_stale(LocalRunner(tmp_path / "w"), port, grace_s=5, memory_timeout_s=10)
+    assert launcher in report.killed_pids
+    assert not any(alive(pid) for pid in [launcher, *children])
+    assert report.gpu_checked and report.memory_before[0] > 100_000
+    assert all(report.memory_after[g] <= report.memory_limit[g] for g in (0, 1))
+    assert report.release_s is not None and report.timeline
+
+
+def test_orphan_scheduler_found_on_gpu_and_killed(host, tmp_path):
+    port = free_port()
+    orphan = orphan_of(host, host.sim_server(port, orphan="1"))
+    assert host.used(0) > 100_000
+    report = kill_stale(LocalRunner(tmp_path / "w"), port, gpus=[0], grace_s=1)
+    assert orphan in report.killed_pids and not alive(orphan)
+    assert report.memory_after[0] <= report.memory_limit[0] and host.used(0) == 0
+
+
+def test_foreign_gpu_process_blocks_and_survives_unless_forced(host, tmp_path):
+    sleeper = host.holder(0, 8000, "sleep", "600")  # not sglang: not provably ours
+    with pytest.raises(StaleProcessError, match=rf"pid {sleeper} \(user \w+; 8000 MiB on GPU 0"):
+        kill_stale(LocalRunner(tmp_path / "w"), free_port(), gpus=[0])
+    assert alive(sleeper)
+    report = kill_stale(LocalRunner(tmp_path / "w"), free_port(), gpus=[0], force=True, grace_s=2)
+    assert sleeper in report.killed_pids and not alive(sleeper)
+    assert any("force" in n for n in report.notes)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="another user's process needs root to start")
+def test_other_users_gpu_process_blocks_even_with_an_sglang_name(host, tmp_path):
+    sleep = shutil.which("sleep")
+    other = host.holder(0, 4000, "sglang::scheduler_TP0", "600", user=65534, exe=sleep)
+    with pytest.raises(StaleProcessError, match=rf"pid {other} \(user nobody"):
+        kill_stale(LocalRunner(tmp_path / "w"), free_port(), gpus=[0])
+    assert alive(other)
+
+
+def test_same_user_sglang_on_other_gpu_and_port_survives(host, tmp_path):
+    other_port = free_port()
+    theirs = host.holder(
+        1, 20000, sys.executable, "-c", LISTEN, "sglang.launch_server", "--port", str(other_port)
+    )
+    port = free_port()
+    launcher = host.sim_server(port)  # ours: GPU 0
+    report = kill_stale(LocalRunner(tmp_path / "w"), port, gpus=[0], grace_s=5)
+    assert launcher in report.killed_pids and alive(theirs)
+    assert any(str(theirs) in s and "not on target GPUs" in s for s in report.spared)
+    assert host.used(1) == 20000
+
+
+def test_container_mode_falls_back_to_names_with_a_warning(host, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("SPECSWEEP_SIM_GPU_HIDE_PIDS", "1")
+    port = free_port()
+    orphan = orphan_of(host, host.sim_server(port, orphan="1"))
+    report = kill_stale(LocalRunner(tmp_path / "w"), port, gpus=[0], grace_s=1)
+    assert report.pids_hidden and orphan in report.killed_pids and not alive(orphan)
+    assert any("no processes" in w for w in report.warnings)
+    assert "no processes (container?)" in caplog.text
+    assert report.memory_after[0] <= report.memory_limit[0]
+
+
+def test_memory_wait_times_out_naming_the_holder(host, tmp_path):
+    sleeper = host.holder(0, 6000, "sleep", "600")
+    runner = LocalRunner(tmp_path / "w")
+    report = kill_stale(runner, free_port(), gpus=[0], tolerate_foreign_gpu=True)
+    assert report.memory_limit[0] == 6000 + 1024 and alive(sleeper)  # baseline = theirs
+    with pytest.raises(GpuMemoryNotReleased, match=rf"GPU 0: 6000 MiB used.*pid {sleeper}"):
+        kill_stale(
+            runner, free_port(), gpus=[0], tolerate_foreign_gpu=True,
+            max_used_mib=1000, memory_timeout_s=0.3,
+        )  # fmt: skip
+    assert alive(sleeper)
+
+
+def test_no_nvidia_smi_skips_gpu_steps(tmp_path):
+    report = kill_stale(LocalRunner(tmp_path), free_port(), nvidia_smi=tmp_path / "absent")
+    assert not report.gpu_checked and report.memory_limit == {}
+    assert any("GPU checks skipped" in n for n in report.notes)
+
+
+def test_gpu_proof_script_passes_in_simulate_mode():
+    """The script the lead runs on a real H200, exercised here against the simulator."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "benchmarks/gpu_cleanup_proof.py", "--simulate", "--grace", "0.5"],
+        cwd=root, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS" in out.stdout and "StaleProcessError" in out.stdout
