@@ -12,6 +12,7 @@ from prefect.states import State
 
 from specsweep import pipeline
 from specsweep.config import SweepConfig, Variant
+from specsweep.errors import ServerDiedError
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from tasks.benchmark import benchmark_level
@@ -61,9 +62,22 @@ def benchmark_variant(
     rows: list[dict[str, Any]] = []
     handle = None
     try:
-        kill_stale_processes(config, force=force)
-        handle = launch_server(config, variant, ctx.run_id)
-        facts = wait_for_health(config, handle)
+        for attempt in range(1, config.server.start_attempts + 1):
+            kill_stale_processes(config, force=force)
+            handle = launch_server(config, variant, ctx.run_id)
+            try:
+                facts = wait_for_health(config, handle)
+                break
+            except ServerDiedError as exc:
+                if not exc.transient or attempt == config.server.start_attempts:
+                    raise
+                logger.warning(
+                    "%s died of a transient cause (attempt %d of %d); cleaning up and "
+                    "relaunching: %s", variant.label, attempt, config.server.start_attempts,
+                    str(exc).splitlines()[0],
+                )  # fmt: skip
+                teardown_server(config, handle)
+                handle = None
         for concurrency in todo:
             rows.append(benchmark_level(config, ctx, variant, facts, concurrency))
     finally:

@@ -128,6 +128,11 @@ class ServerSpec(_Model):
     startup_timeout_s: float = Field(
         1800.0, gt=0, description="Give up waiting for readiness after this long."
     )
+    start_attempts: PositiveInt = Field(
+        2,
+        description="Launches tried per variant when the server dies of a transient cause "
+        "(port still held, NCCL/bind errors); a crash like CUDA OOM is never retried.",
+    )
 
     @property
     def base_url(self) -> str:

@@ -25,6 +25,27 @@ class ServerStartError(SpecsweepError):
 class ServerDiedError(ServerStartError):
     """The server process exited while specsweep waited for it."""
 
+    @property
+    def transient(self) -> bool:
+        """Died of something a relaunch can fix (port still held, NCCL or bind trouble).
+
+        A CUDA OOM, a bad flag or a missing model will fail the same way again.
+        """
+        tail = "\n".join(self.log_tail).lower()
+        return any(marker in tail for marker in _TRANSIENT_MARKERS)
+
+
+_TRANSIENT_MARKERS = (
+    "address already in use",
+    "errno 98",
+    "ncclsystemerror",
+    "ncclremoteerror",
+    "nccl timeout",
+    "watchdog caught collective operation timeout",
+    "the client socket has failed to connect",
+    "connection reset by peer",
+)
+
 
 class ServerStartTimeout(ServerStartError):
     """The server stayed alive but never became ready in time."""

@@ -7,9 +7,13 @@ import json
 import psutil
 import pytest
 
+from flows.benchmark_variant import benchmark_variant
 from flows.step_sweep import SweepFailed, step_sweep
 from specsweep.cleanup import SGLANG_MARKERS
 from specsweep.config_file import parse_config
+from specsweep.errors import ServerDiedError
+from specsweep.plan import BASELINE
+from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
@@ -77,6 +81,23 @@ def test_a_crashing_server_fails_the_run_but_keeps_going_and_cleans_up(tmp_path,
     assert run["failed_variants"] == ["baseline", "eagle3-s2-k1-d3"]
     errors = json.loads(run["variant_errors"])
     assert errors["baseline"].startswith("ServerDiedError: server process exited")
+    log = config.target.workdir / "logs" / "crash-run" / "baseline.log"
+    assert log.read_text().count("# specsweep launch:") == 1  # an OOM is never relaunched
     assert store.read_levels("crash-run").empty
+    assert LocalRunner(config.target.workdir).state.entries() == []
+    assert no_server_left(port)
+
+
+def test_a_port_conflict_is_relaunched_then_reported(tmp_path, port):
+    data = sim_config_data(tmp_path, port)
+    data["server"]["env"]["SPECSWEEP_SIM_PORT_IN_USE"] = "1"
+    data["server"]["start_attempts"] = 2
+    config = parse_config(data)
+    ctx = RunContext("bind-run", "step_sweep", "t", "local")
+    with pytest.raises(ServerDiedError, match="server process exited") as exc:
+        benchmark_variant(config, BASELINE, ctx)
+    assert exc.value.transient
+    log = config.target.workdir / "logs" / "bind-run" / "baseline.log"
+    assert log.read_text().count("# specsweep launch:") == 2
     assert LocalRunner(config.target.workdir).state.entries() == []
     assert no_server_left(port)

@@ -95,3 +95,18 @@ def test_load_spec_request_counts():
 
 def test_base_url_brackets_ipv6():
     assert ServerSpec(model_path="m", host="::1", port=1).base_url == "http://[::1]:1"
+
+
+def test_only_transient_deaths_are_retried():
+    from specsweep.errors import ServerDiedError
+
+    bind = ServerDiedError(
+        "died",
+        [
+            "ERROR:    [Errno 98] error while attempting to bind on "
+            "address ('127.0.0.1', 30000): address already in use"
+        ],
+    )
+    nccl = ServerDiedError("died", ["torch.distributed.DistBackendError: ncclSystemError"])
+    oom = ServerDiedError("died", ["torch.OutOfMemoryError: CUDA out of memory."])
+    assert bind.transient and nccl.transient and not oom.transient
