@@ -57,12 +57,21 @@ def _conform(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema)
 
 
+def _to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A file written before a column existed reads with that column null."""
+    columns = [
+        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
+
+
 def _read(root: Path, run_id: str | None, schema: pa.Schema) -> pd.DataFrame:
     base = root / run_id if run_id else root
     files = sorted(base.rglob("*.parquet")) if base.is_dir() else []
     if not files:
         return schema.empty_table().to_pandas()
-    return pa.concat_tables([pq.read_table(f).cast(schema) for f in files]).to_pandas()
+    return pa.concat_tables([_to_schema(pq.read_table(f), schema) for f in files]).to_pandas()
 
 
 class ResultsStore:

@@ -86,3 +86,13 @@ def test_summary_best_and_speedup_skip_failed_levels(tmp_path):
     assert s.failed_levels.to_dict("records") == [
         {"variant": "eagle3-s2-k1-d3", "concurrency": 8, "error": "boom"}
     ]
+
+
+def test_files_from_before_a_column_existed_still_read(tmp_path):
+    store = ResultsStore(tmp_path)
+    path = store.write_level(row_for(Variant(), 2))
+    old = pq.read_table(path).drop_columns(["steady_output_throughput", "repeats"])
+    pq.write_table(old, path)
+    df = store.read_levels("r1")
+    assert len(df) == 1 and pd.isna(df.loc[0, "steady_output_throughput"])
+    assert df.loc[0, "completed"] == 4
