@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -56,16 +57,29 @@ def step_sweep_variants(step: StepSweep) -> list[Variant]:
     return variants
 
 
-def sweep_variants(config: SweepConfig) -> list[Variant]:
-    """The variants of a sweep, validated as a set."""
-    if config.step_sweep is not None and config.variants:
-        raise ConfigError("give either a step_sweep section or an explicit variants list, not both")
-    if config.step_sweep is not None:
+SweepKind = Literal["step-sweep", "topk-sweep", "matrix-sweep"]
+
+
+def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> list[Variant]:
+    """The variants of a sweep, validated as a set.
+
+    The step and topk presets expand only their own section, so one config file can
+    hold both; the matrix sweep runs every section plus the explicit variants, each
+    distinct variant once.
+    """
+    if kind == "step-sweep":
+        if config.step_sweep is None:
+            raise ConfigError("a step sweep needs a step_sweep section in the configuration")
         variants = step_sweep_variants(config.step_sweep)
-    elif config.variants:
-        variants = list(config.variants)
     else:
-        raise ConfigError("nothing to run: add a step_sweep section or a variants list")
+        variants = []
+        if config.step_sweep is not None:
+            variants += step_sweep_variants(config.step_sweep)
+        for variant in config.variants:
+            if variant not in variants:
+                variants.append(variant)
+        if not variants:
+            raise ConfigError("nothing to run: add a step_sweep section or a variants list")
     check_variant_set(config, variants)
     return variants
 
