@@ -7,8 +7,9 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 from rich.console import Console
@@ -25,7 +26,7 @@ from rich.table import Table
 from specsweep.config import SweepConfig
 from specsweep.config_file import load_config
 from specsweep.errors import ConfigError, SpecsweepError
-from specsweep.plan import sweep_variants
+from specsweep.plan import SweepKind, sweep_variants
 from specsweep.progress import progress_sink
 from specsweep.results.store import ResultsStore
 from specsweep.sglang_cmd import build_launch_command
@@ -54,10 +55,12 @@ SetOpt = Annotated[
 ]
 
 
-def _load(path: Path | None, overrides: list[str] | None) -> SweepConfig:
+def _load(
+    path: Path | None, overrides: list[str] | None, kind: SweepKind = "matrix-sweep"
+) -> SweepConfig:
     try:
         config = load_config(path, overrides or [])
-        sweep_variants(config)  # every rule, before anything starts
+        sweep_variants(config, kind)  # every rule, before anything starts
     except ConfigError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -140,14 +143,16 @@ def level_progress_bar() -> Iterator[None]:
             yield
 
 
-def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> None:
+def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: bool) -> None:
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # hosts may be offline
-    from flows.step_sweep import SweepFailed, step_sweep  # Prefect loads only when running
+    # Prefect loads only when running: flows.<kind> holds the flow of the same name.
+    from flows.matrix_sweep import SweepFailed
 
+    sweep_flow = getattr(import_module(f"flows.{kind.replace('-', '_')}"), kind.replace("-", "_"))
     try:
         with level_progress_bar():
-            result = step_sweep(config, run_id=run_id, force=force)
+            result = sweep_flow(config, run_id=run_id, force=force)
         run_id, code = result["run_id"], 0
     except SweepFailed as exc:
         err.print(f"[bold red]{exc}[/]")
@@ -162,17 +167,34 @@ def _run_step_sweep(config: SweepConfig, run_id: str | None, force: bool) -> Non
     raise typer.Exit(code)
 
 
+RunIdOpt = Annotated[str | None, typer.Option(help="Resume this run id.")]
+ForceOpt = Annotated[
+    bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
+]
+
+
 @run_app.command("step-sweep")
 def run_step_sweep(
-    config: ConfigOpt,
-    set_: SetOpt = None,
-    run_id: Annotated[str | None, typer.Option(help="Resume this run id.")] = None,
-    force: Annotated[
-        bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
-    ] = False,
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
 ) -> None:
-    """Baseline plus one speculative variant per num_steps."""
-    _run_step_sweep(_load(config, set_), run_id, force)
+    """Baseline plus one speculative variant per num_steps (the step_sweep section)."""
+    _run_sweep("step-sweep", _load(config, set_, "step-sweep"), run_id, force)
+
+
+@run_app.command("topk-sweep")
+def run_topk_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Baseline plus one speculative variant per topk (the topk_sweep section)."""
+    _run_sweep("topk-sweep", _load(config, set_, "topk-sweep"), run_id, force)
+
+
+@run_app.command("matrix-sweep")
+def run_matrix_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Every sweep section of the config plus its explicit variants, each variant once."""
+    _run_sweep("matrix-sweep", _load(config, set_), run_id, force)
 
 
 @app.command()
@@ -182,14 +204,26 @@ def demo(set_: SetOpt = None) -> None:
     if not path.exists():
         err.print(f"[red]demo config not found at {path}; run from a specsweep checkout[/]")
         raise typer.Exit(2)
-    _run_step_sweep(_load(path, set_), None, False)
+    _run_sweep("step-sweep", _load(path, set_, "step-sweep"), None, False)
 
 
 @app.command()
-def plan(config: ConfigOpt, set_: SetOpt = None) -> None:
+def plan(
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    sweep: Annotated[
+        str, typer.Option(help="step-sweep, topk-sweep or matrix-sweep (every section).")
+    ] = "matrix-sweep",
+) -> None:
     """Validate a config and print what would run, without launching anything."""
-    cfg = _load(config, set_)
-    variants = sweep_variants(cfg)
+    if sweep not in get_args(SweepKind):
+        err.print(
+            f"[bold red]error:[/] --sweep {sweep}: use one of {', '.join(get_args(SweepKind))}"
+        )
+        raise typer.Exit(2)
+    kind: SweepKind = sweep  # type: ignore[assignment]
+    cfg = _load(config, set_, kind)
+    variants = sweep_variants(cfg, kind)
     for variant in variants:
         console.print(f"[bold]{variant.label}[/]")
         console.print(f"  {build_launch_command(cfg.server, variant).shell()}", soft_wrap=True)

@@ -16,6 +16,7 @@ from specsweep.config import (
     SGLANG_MRR_DEFAULT_WITH_SPECULATION,
     StepSweep,
     SweepConfig,
+    TopkSweep,
     Variant,
 )
 from specsweep.errors import ConfigError
@@ -34,26 +35,46 @@ class Unit:
     concurrency: int
 
 
+def _variant(where: str, **fields: object) -> Variant:
+    """Build one sweep variant, naming the sweep point in a rule's message."""
+    try:
+        return Variant(**fields)
+    except ValidationError as exc:
+        msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ConfigError(f"{where}: {msg}") from None
+
+
 def step_sweep_variants(step: StepSweep) -> list[Variant]:
     """Baseline first, then one variant per num_steps at the sweep's topk."""
+    common = {
+        "algorithm": step.algorithm,
+        "draft_model_path": step.draft_model_path,
+        "topk": step.topk,
+        "num_draft_tokens": step.num_draft_tokens,
+        "spec_v2": step.spec_v2,
+        "env": step.env,
+        "extra_args": step.extra_args,
+    }
+    return [BASELINE] + [
+        _variant(f"step_sweep num_steps={n}", num_steps=n, **common) for n in step.num_steps
+    ]
+
+
+def topk_sweep_variants(sweep: TopkSweep) -> list[Variant]:
+    """Baseline first, then one variant per topk (topk=1 also on spec v2 when asked)."""
+    common = {
+        "algorithm": sweep.algorithm,
+        "draft_model_path": sweep.draft_model_path,
+        "num_steps": sweep.num_steps,
+        "env": sweep.env,
+        "extra_args": sweep.extra_args,
+    }
     variants = [BASELINE]
-    for steps in step.num_steps:
-        try:
-            variants.append(
-                Variant(
-                    algorithm=step.algorithm,
-                    draft_model_path=step.draft_model_path,
-                    num_steps=steps,
-                    topk=step.topk,
-                    num_draft_tokens=step.num_draft_tokens,
-                    spec_v2=step.spec_v2,
-                    env=step.env,
-                    extra_args=step.extra_args,
-                )
-            )
-        except ValidationError as exc:
-            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            raise ConfigError(f"step_sweep num_steps={steps}: {msg}") from None
+    for k in sweep.topk:
+        point = {"topk": k, "num_draft_tokens": sweep.draft_tokens(k), **common}
+        variants.append(_variant(f"topk_sweep topk={k}", **point))
+        if k == 1 and sweep.spec_v2_topk1:
+            variants.append(_variant("topk_sweep topk=1 spec_v2", spec_v2=True, **point))
     return variants
 
 
@@ -71,15 +92,22 @@ def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> lis
         if config.step_sweep is None:
             raise ConfigError("a step sweep needs a step_sweep section in the configuration")
         variants = step_sweep_variants(config.step_sweep)
+    elif kind == "topk-sweep":
+        if config.topk_sweep is None:
+            raise ConfigError("a topk sweep needs a topk_sweep section in the configuration")
+        variants = topk_sweep_variants(config.topk_sweep)
     else:
         variants = []
         if config.step_sweep is not None:
             variants += step_sweep_variants(config.step_sweep)
-        for variant in config.variants:
-            if variant not in variants:
-                variants.append(variant)
+        if config.topk_sweep is not None:
+            variants += topk_sweep_variants(config.topk_sweep)
+        variants += config.variants
+        variants = [v for i, v in enumerate(variants) if v not in variants[:i]]
         if not variants:
-            raise ConfigError("nothing to run: add a step_sweep section or a variants list")
+            raise ConfigError(
+                "nothing to run: add a step_sweep or topk_sweep section or a variants list"
+            )
     check_variant_set(config, variants)
     return variants
 
@@ -118,5 +146,6 @@ def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
         )
 
 
-def plan_units(config: SweepConfig) -> list[Unit]:
-    return [Unit(variant, c) for variant in sweep_variants(config) for c in config.load.concurrency]
+def plan_units(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> list[Unit]:
+    variants = sweep_variants(config, kind)
+    return [Unit(variant, c) for variant in variants for c in config.load.concurrency]
