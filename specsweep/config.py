@@ -81,18 +81,93 @@ EnvMap = Annotated[dict[str, str], BeforeValidator(_stringify_env), AfterValidat
 ExtraArgs = Annotated[list[str], AfterValidator(_check_extra_args)]
 
 
-class LocalTarget(_Model):
+class _TargetBase(_Model):
+    name: str = Field("local", description="Label recorded with every result.")
+    tolerate_foreign_gpu: bool = Field(
+        False,
+        description="The GPUs are shared: leave other users' GPU processes alone and count "
+        "their memory as the baseline, instead of refusing to launch.",
+    )
+
+
+class LocalTarget(_TargetBase):
     """Servers run on this machine, as this user."""
 
     kind: Literal["local"] = "local"
-    name: str = Field("local", description="Label recorded with every result.")
     workdir: Path = Field(
         Path(".specsweep"),
         description="Where server logs and the launch state file live.",
     )
 
 
-Target = LocalTarget
+class SshTarget(_TargetBase):
+    """Servers run on another host, reached over SSH (key auth, host key verified)."""
+
+    kind: Literal["ssh"] = "ssh"
+    name: str = Field(..., min_length=1, description="Label recorded with every result.")
+    host: str = Field(..., min_length=1, description="Host name or address of the GPU host.")
+    port: int = Field(22, ge=1, le=65535, description="SSH port.")
+    user: str | None = Field(None, description="Remote user; default: ~/.ssh/config or $USER.")
+    key_file: Path | None = Field(
+        None, description="Private key file; default: ssh-agent and ~/.ssh/id_* keys."
+    )
+    key_secret: str | None = Field(
+        None,
+        description="Name of a Prefect Secret block holding the private key (instead of "
+        "key_file). Never logged.",
+    )
+    passphrase_secret: str | None = Field(
+        None, description="Name of a Prefect Secret block holding the key's passphrase."
+    )
+    verify_host_key: bool = Field(
+        True,
+        description="Check the host key against known_hosts and refuse unknown or changed "
+        "keys. Turning this off trusts whoever answers at that address.",
+    )
+    known_hosts: Path | None = Field(
+        None, description="known_hosts file to verify against; default ~/.ssh/known_hosts."
+    )
+    connect_timeout_s: float = Field(15.0, gt=0, description="TCP connect + handshake limit.")
+    connect_attempts: PositiveInt = Field(
+        4, description="Tries per connection (backoff 1, 2, 4 s...) when the host is unreachable."
+    )
+    command_timeout_s: float = Field(
+        120.0, gt=0, description="Limit for short remote commands (cleanup, stop, tail)."
+    )
+    python: str = Field(
+        "python3",
+        description="Remote Python that runs specsweep's helper and load generator; the "
+        "sglang venv's python has everything they need.",
+    )
+    workdir: str = Field(
+        ".specsweep",
+        min_length=1,
+        description="Remote directory for logs, the launch record and specsweep's helper "
+        "code; relative to the remote home.",
+    )
+    drive_from: Literal["target", "orchestrator"] = Field(
+        "target",
+        description="Where health checks and the load generator run: 'target' (on the GPU "
+        "host, so the network is not measured) or 'orchestrator' (here, over the network; "
+        "the server must listen on an address this machine reaches).",
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> SshTarget:
+        if self.key_file is not None and self.key_secret is not None:
+            raise ValueError("set key_file or key_secret, not both")
+        return self
+
+    @property
+    def address(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        return f"{user}{self.host}:{self.port}"
+
+
+Target = Annotated[LocalTarget | SshTarget, Field(discriminator="kind")]
+
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class ServerSpec(_Model):
@@ -136,7 +211,11 @@ class ServerSpec(_Model):
 
     @property
     def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        """The URL on the server's own host (a wildcard bind is reached on loopback)."""
+        return self.url_via("127.0.0.1" if self.host in WILDCARD_HOSTS else self.host)
+
+    def url_via(self, host: str) -> str:
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}"
 
 
@@ -429,3 +508,19 @@ class SweepConfig(_Model):
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
     )
+
+    @model_validator(mode="after")
+    def _reachable_from_orchestrator(self) -> SweepConfig:
+        t = self.target
+        if (
+            isinstance(t, SshTarget)
+            and t.drive_from == "orchestrator"
+            and self.server.host in LOOPBACK_HOSTS
+            and t.host not in LOOPBACK_HOSTS
+        ):
+            raise ValueError(
+                f"target.drive_from=orchestrator, but the server listens on {self.server.host} "
+                f"of {t.host}, which this machine cannot reach: set server.host to 0.0.0.0 "
+                "(or the host's address), or drive_from=target"
+            )
+        return self

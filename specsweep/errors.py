@@ -17,6 +17,7 @@ class ServerStartError(SpecsweepError):
     """The server did not become ready; carries the tail of its log."""
 
     def __init__(self, message: str, log_tail: Sequence[str] = ()) -> None:
+        self.reason = message
         self.log_tail = list(log_tail)
         tail = "\n".join(f"    | {line}" for line in self.log_tail)
         super().__init__(f"{message}\n  last log lines:\n{tail}" if tail else message)
@@ -55,11 +56,41 @@ class StaleProcessError(SpecsweepError):
     """Something specsweep may not kill stands in the way of the launch."""
 
 
+class SshError(SpecsweepError):
+    """Talking to an SSH target failed; the message names the host and what to check."""
+
+
+class SshConnectError(SshError):
+    """The host could not be reached (refused, timed out, unknown name): may pass."""
+
+
+class SshAuthError(SshError):
+    """The host refused our credentials or its key did not verify: will not pass by itself."""
+
+
+class SshConnectionLost(SshError):
+    """The connection dropped while a remote command ran; the command may still run there."""
+
+
+class SshCommandTimeout(SshError):
+    """A remote command outlived its timeout and was stopped."""
+
+
+class RemoteError(SpecsweepError):
+    """The specsweep agent on a target failed in a way that has no engine error class."""
+
+
 __all__ = [
     "ConfigError",
+    "RemoteError",
     "ServerDiedError",
     "ServerStartError",
     "ServerStartTimeout",
     "SpecsweepError",
+    "SshAuthError",
+    "SshCommandTimeout",
+    "SshConnectError",
+    "SshConnectionLost",
+    "SshError",
     "StaleProcessError",
 ]

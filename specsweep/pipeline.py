@@ -7,54 +7,49 @@ Each takes a spec and returns a result; ``tasks/`` wraps them for Prefect
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from specsweep import progress
-from specsweep.cleanup import CleanupReport, kill_stale
-from specsweep.config import LocalTarget, SweepConfig, Variant
-from specsweep.errors import ConfigError
-from specsweep.gpus import gpus_from_env
-from specsweep.health import Readiness, ReadyReport, wait_until_ready
-from specsweep.loadgen.runner import run_level_sync
-from specsweep.results.rows import RunContext, ServerFacts, level_row, request_rows
+from specsweep.cleanup import CleanupReport
+from specsweep.config import SshTarget, SweepConfig, Target, Variant
+from specsweep.health import Readiness, ReadyReport
+from specsweep.results.rows import RunContext, level_row, request_rows
 from specsweep.results.store import ResultsStore
+from specsweep.server_facts import ServerFacts
 from specsweep.sglang_cmd import build_launch_command
-from specsweep.targets.local import LocalRunner, ServerHandle
+from specsweep.targets.host import Host, LocalHost
+from specsweep.targets.local import ServerHandle
 from specsweep.targets.process import KillReport
 
 log = logging.getLogger(__name__)
 
 
-def runner_for(target: LocalTarget) -> LocalRunner:
-    return LocalRunner(target.workdir)
+def host_for(target: Target) -> Host:
+    """The machine a target names; an SSH host keeps one connection per process."""
+    if isinstance(target, SshTarget):
+        from specsweep.targets import ssh  # fabric loads only for SSH targets
 
-
-def server_log_path(target: LocalTarget, run_id: str, variant: Variant) -> Path:
-    return Path(target.workdir) / "logs" / run_id / f"{variant.label}.log"
+        return ssh.host_for(target)
+    return LocalHost.for_target(target)
 
 
 def kill_stale_servers(config: SweepConfig, *, force: bool = False) -> CleanupReport:
     """Stop leftovers of ours on the server's port and GPUs (CUDA_VISIBLE_DEVICES, else all)."""
-    return kill_stale(
-        runner_for(config.target),
+    return host_for(config.target).kill_stale(
         config.server.port,
+        config.server.env,
         force=force,
-        gpus=gpus_from_env(config.server.env),
+        tolerate_foreign_gpu=config.target.tolerate_foreign_gpu,
     )
 
 
 def launch(config: SweepConfig, variant: Variant, run_id: str) -> ServerHandle:
-    cmd = build_launch_command(config.server, variant)
-    if shutil.which(cmd.argv[0]) is None:
-        raise ConfigError(
-            f"cannot launch the server: {cmd.argv[0]!r} is not an executable on this host "
-            "(set server.python to the interpreter that has sglang, or fix server.launch_prefix)"
-        )
-    log_path = server_log_path(config.target, run_id, variant)
-    handle = runner_for(config.target).start(cmd, log_path, config.server.port)
+    host = host_for(config.target)
+    remote_python = config.target.python if isinstance(config.target, SshTarget) else None
+    cmd = build_launch_command(config.server, variant, default_python=remote_python)
+    log_path = host.log_path(run_id, variant.label)
+    handle = host.start(cmd, log_path, config.server.port)
     log.info("launched %s: pid %d, log %s\n  %s", variant.label, handle.pid, log_path, cmd.shell())
     return handle
 
@@ -64,14 +59,12 @@ def wait_ready(
     handle: ServerHandle,
     on_progress: Callable[[Readiness, str], None] | None = None,
 ) -> ReadyReport:
-    runner = runner_for(config.target)
-    return wait_until_ready(
-        config.server.base_url,
-        is_alive=lambda: runner.is_alive(handle),
-        tail_log=lambda n: runner.tail(handle, n),
-        timeout_s=config.server.startup_timeout_s,
-        on_progress=on_progress,
-    )
+    return host_for(config.target).wait_ready(handle, config.server, on_progress)
+
+
+def facts(config: SweepConfig) -> ServerFacts:
+    """Asked on the GPU host: its nvidia-smi names the GPUs the server runs on."""
+    return host_for(config.target).facts(config.server)
 
 
 def measure_level(
@@ -95,7 +88,8 @@ def measure_level(
             on_progress(done, total)
 
     both(0, config.load.num_requests(concurrency))  # the bar appears when the level starts
-    result = run_level_sync(config.server.base_url, concurrency, config.load, on_progress=both)
+    host = host_for(config.target)
+    result = host.run_level(config.server, concurrency, config.load, both)
     store = ResultsStore(config.results_dir)
     store.write_requests(
         ctx.run_id, variant.label, concurrency,
@@ -107,4 +101,4 @@ def measure_level(
 
 
 def teardown(config: SweepConfig, handle: ServerHandle) -> KillReport:
-    return runner_for(config.target).stop(handle)
+    return host_for(config.target).stop(handle)

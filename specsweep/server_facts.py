@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 import requests
 
 from specsweep.config import ServerSpec
-from specsweep.results.rows import ServerFacts
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the running server (or the host) says about itself."""
+
+    sglang_version: str | None = None
+    simulated: bool = False
+    gpu_name: str | None = None
+    gpu_count: int | None = None
 
 
 def _server_info(base_url: str, timeout_s: float = 10.0) -> dict:
@@ -46,8 +56,9 @@ def local_gpus() -> tuple[str | None, int | None]:
     return (names[0], len(names)) if names else (None, None)
 
 
-def server_facts(server: ServerSpec) -> ServerFacts:
-    info = _server_info(server.base_url)
+def server_facts(server: ServerSpec, base_url: str | None = None) -> ServerFacts:
+    """Run on the GPU host: nvidia-smi there names the GPUs the server uses."""
+    info = _server_info(base_url or server.base_url)
     simulated = bool(info.get("simulated")) or server.backend == "simulator"
     version = info.get("version")
     if simulated:

@@ -34,9 +34,12 @@ class LaunchCommand:
         return shlex.join([*prefix, *self.argv])
 
 
-def python_for(server: ServerSpec) -> str:
+def python_for(server: ServerSpec, default: str | None = None) -> str:
+    """server.python, else the target's (an SSH host's python), else a local default."""
     if server.python:
         return server.python
+    if default:
+        return default
     return sys.executable if server.backend == "simulator" else "python3"
 
 
@@ -51,10 +54,13 @@ def variant_env(server: ServerSpec, variant: Variant) -> dict[str, str]:
     return env
 
 
-def build_launch_command(server: ServerSpec, variant: Variant) -> LaunchCommand:
+def build_launch_command(
+    server: ServerSpec, variant: Variant, *, default_python: str | None = None
+) -> LaunchCommand:
+    """``default_python``: the interpreter when server.python is unset (an SSH target's)."""
     argv: list[str] = [
         *server.launch_prefix,
-        python_for(server),
+        python_for(server, default_python),
         "-m",
         MODULES[server.backend],
         "--model-path",

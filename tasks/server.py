@@ -12,8 +12,8 @@ from specsweep.config import SweepConfig, Variant
 from specsweep.errors import SpecsweepError
 from specsweep.health import Readiness, ReadyReport
 from specsweep.results.rows import ServerFacts
-from specsweep.server_facts import server_facts
 from specsweep.targets.local import ServerHandle
+from tasks import secrets  # noqa: F401 - lets SSH targets read keys from Prefect Secret blocks
 
 
 def _transient(task: Task, task_run: TaskRun, state: State) -> bool:
@@ -69,7 +69,7 @@ def wait_for_health(config: SweepConfig, handle: ServerHandle) -> ServerFacts:
         logger.info("[%s] %s", state, line)
 
     report: ReadyReport = pipeline.wait_ready(config, handle, on_progress=progress)
-    facts = server_facts(config.server)
+    facts = pipeline.facts(config)
     logger.info(
         "server ready after %.1fs (%d polls); sglang %s",
         report.elapsed_s,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from specsweep.config import LoadSpec, ServerSpec, Variant
 from specsweep.redact import redact_env
 from specsweep.results.schema import SCHEMA_VERSION
+from specsweep.server_facts import ServerFacts as ServerFacts  # re-exported
 from specsweep.sglang_cmd import build_launch_command, effective_max_running_requests
 
 if TYPE_CHECKING:
@@ -38,16 +39,6 @@ class RunContext:
             "target": self.target,
             "hostname": self.hostname,
         }
-
-
-@dataclass(frozen=True)
-class ServerFacts:
-    """What the running server (or the host) says about itself."""
-
-    sglang_version: str | None = None
-    simulated: bool = False
-    gpu_name: str | None = None
-    gpu_count: int | None = None
 
 
 def variant_columns(server: ServerSpec, variant: Variant) -> dict[str, Any]:

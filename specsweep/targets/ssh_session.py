@@ -1,0 +1,403 @@
+"""One SSH connection to a GPU host and specsweep's helper code on it.
+
+The session copies specsweep's own package to the host (once per version,
+content addressed) and runs its modules there with the target's Python
+(sglang's venv has every module they need). Every remote command is built
+with shlex quoting, runs without a pty under ``timeout`` (a lost connection
+cannot leave it running forever) and carries an operation id in its
+environment so that, after a reconnect, whatever the lost command left
+behind is stopped before the command is retried.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import logging
+import math
+import shlex
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import paramiko
+from fabric import Connection
+from invoke.exceptions import CommandTimedOut
+
+import specsweep
+from specsweep.config import SshTarget
+from specsweep.errors import (
+    ConfigError,
+    RemoteError,
+    SshAuthError,
+    SshCommandTimeout,
+    SshConnectError,
+    SshConnectionLost,
+    SshError,
+)
+from specsweep.loadgen.wire import parse_line
+from specsweep.targets.agent import OP_ID_ENV
+from specsweep.targets.ssh_errors import map_connect_error, rebuild_error
+
+log = logging.getLogger(__name__)
+
+SecretResolver = Callable[[str], str]
+_secret_resolver: SecretResolver | None = None
+
+
+def set_secret_resolver(resolver: SecretResolver | None) -> None:
+    """How key_secret / passphrase_secret names become values (tasks/ plugs Prefect in)."""
+    global _secret_resolver
+    _secret_resolver = resolver
+
+
+def _secret(name: str, what: str) -> str:
+    if _secret_resolver is None:
+        raise ConfigError(
+            f"target.{what} names a Prefect Secret block ({name!r}), which only the Prefect "
+            "flows can read: run through specsweep's flows or CLI, or use key_file"
+        )
+    return _secret_resolver(name)
+
+
+# -- the package copied to the host -------------------------------------------------
+
+
+@cache
+def package_tarball() -> tuple[bytes, str]:
+    """specsweep's source as a reproducible tar.gz, and its content digest."""
+    root = Path(specsweep.__file__).parent
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for path in files:
+            rel = Path("specsweep") / path.relative_to(root)
+            data = path.read_bytes()
+            digest.update(str(rel).encode() + b"\0" + data + b"\0")
+            info = tarfile.TarInfo(str(rel))
+            info.size = len(data)
+            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue(), digest.hexdigest()[:16]
+
+
+class _Lines(io.TextIOBase):
+    """A stream invoke writes chunks to; calls back once per complete line."""
+
+    def __init__(self, on_line: Callable[[str], None] | None, keep: int = 0) -> None:
+        self.on_line = on_line
+        self.keep = keep
+        self.kept: list[str] = []
+        self._buf = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self._buf += s
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            self._line(line)
+        return len(s)
+
+    def _line(self, line: str) -> None:
+        if self.keep:
+            self.kept = [*self.kept[-(self.keep - 1) :], line] if self.keep > 1 else [line]
+        if self.on_line is not None and line.strip():
+            self.on_line(line)
+
+    def close_out(self) -> None:
+        if self._buf:
+            self._line(self._buf)
+            self._buf = ""
+
+
+class SshSession:
+    """A connection to one target that reconnects, runs commands and the agent."""
+
+    def __init__(self, target: SshTarget) -> None:
+        self.target = target
+        self._conn: Connection | None = None
+        self._lock = threading.RLock()
+        self._workdir: str | None = None
+        self._lib: str | None = None
+
+    # -- connection -------------------------------------------------------------
+
+    def _new_connection(self) -> Connection:
+        t = self.target
+        limit = t.connect_timeout_s
+        kwargs: dict[str, Any] = {"banner_timeout": limit, "auth_timeout": limit}
+        passphrase = None
+        if t.passphrase_secret:
+            passphrase = _secret(t.passphrase_secret, "passphrase_secret")
+        if t.key_file is not None:
+            kwargs.update(key_filename=str(t.key_file.expanduser()), look_for_keys=False)
+            kwargs.update(allow_agent=False, passphrase=passphrase)
+        elif t.key_secret is not None:
+            kwargs.update(pkey=load_private_key(_secret(t.key_secret, "key_secret"), passphrase))
+            kwargs.update(look_for_keys=False, allow_agent=False)
+        conn = Connection(
+            t.host,
+            user=t.user,
+            port=t.port,
+            connect_timeout=max(1, math.ceil(limit)),
+            connect_kwargs=kwargs,
+        )
+        if t.verify_host_key:
+            conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            known = (t.known_hosts or Path("~/.ssh/known_hosts")).expanduser()
+            if known.is_file():
+                conn.client.load_host_keys(str(known))
+        else:
+            conn.client.set_missing_host_key_policy(paramiko.WarningPolicy())
+        return conn
+
+    def connection(self) -> Connection:
+        """The open connection; (re)connects with backoff while the host is unreachable."""
+        with self._lock:
+            conn = self._conn
+            if conn is not None and conn.transport is not None and conn.transport.is_active():
+                return conn
+            self.close()
+            delay = 1.0
+            for attempt in range(1, self.target.connect_attempts + 1):
+                conn = self._new_connection()
+                try:
+                    conn.open()
+                except Exception as exc:  # any failure to connect is mapped to a message
+                    conn.close()
+                    err = map_connect_error(exc, self.target)
+                    last = attempt == self.target.connect_attempts
+                    if last or not isinstance(err, SshConnectError):
+                        raise err from exc
+                    log.warning(
+                        "%s (attempt %d of %d); retrying in %.0fs",
+                        err, attempt, self.target.connect_attempts, delay,
+                    )  # fmt: skip
+                    time.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+                    continue
+                conn.transport.set_keepalive(10)
+                self._conn = conn
+                return conn
+            raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+
+    def _connected(self) -> bool:
+        conn = self._conn
+        return conn is not None and conn.transport is not None and conn.transport.is_active()
+
+    # -- commands ---------------------------------------------------------------
+
+    def run(
+        self,
+        command: str,
+        timeout_s: float,
+        on_line: Callable[[str], None] | None = None,
+    ) -> tuple[int, list[str]]:
+        """Run a shell command line; returns (exit status, last stderr lines)."""
+        conn = self.connection()
+        out, err = _Lines(on_line), _Lines(None, keep=20)
+        what = command if len(command) < 120 else command[:117] + "..."
+        try:
+            res = conn.run(
+                command,
+                hide=False,
+                warn=True,
+                pty=False,
+                in_stream=False,
+                out_stream=out,
+                err_stream=err,
+                timeout=timeout_s,
+            )
+        except CommandTimedOut as exc:
+            self.close()  # the channel is in an unknown state
+            raise SshCommandTimeout(
+                f"{self.target.address}: remote command timed out after {timeout_s:.0f}s: {what}"
+            ) from exc
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            self.close()
+            raise SshConnectionLost(
+                f"connection to {self.target.address} lost during: {what} ({exc})"
+            ) from exc
+        out.close_out()
+        err.close_out()
+        if res.exited in (None, -1):
+            if not self._connected():
+                self.close()
+                raise SshConnectionLost(f"connection to {self.target.address} lost during: {what}")
+            raise RemoteError(f"{self.target.address}: killed by a signal: {what}")
+        return res.exited, err.kept
+
+    def _q(self, *argv: str) -> str:
+        return " ".join(shlex.quote(a) for a in argv)
+
+    def workdir(self) -> str:
+        """The target's workdir as an absolute path (created on first use)."""
+        if self._workdir is None:
+            lines: list[str] = []
+            wd = self.target.workdir
+            cmd = f"mkdir -p -- {shlex.quote(wd)} && cd -- {shlex.quote(wd)} && pwd"
+            rc, err = self.run(cmd, self.target.command_timeout_s, lines.append)
+            if rc != 0 or not lines:
+                raise RemoteError(f"{self.target.address}: cannot create {wd}: {' '.join(err)}")
+            self._workdir = lines[-1].strip()
+        return self._workdir
+
+    def lib(self) -> str:
+        """Where this version of specsweep lives on the host; copied there if missing."""
+        if self._lib is not None:
+            return self._lib
+        data, digest = package_tarball()
+        lib = f"{self.workdir()}/lib/{digest}"
+        limit = self.target.command_timeout_s
+        rc, _ = self.run(self._q("test", "-f", f"{lib}/.complete"), limit)
+        if rc != 0:
+            tmp = f"{self.workdir()}/lib/.{digest}.{uuid.uuid4().hex}.tar.gz"
+            self.run(self._q("mkdir", "-p", f"{self.workdir()}/lib"), limit)
+            self.connection().sftp().putfo(io.BytesIO(data), tmp)
+            rc, err = self.run(
+                f"mkdir -p {shlex.quote(lib)} && tar -xzf {shlex.quote(tmp)} -C {shlex.quote(lib)}"
+                f" && rm -f {shlex.quote(tmp)} && touch {shlex.quote(lib + '/.complete')}",
+                limit,
+            )
+            if rc != 0:
+                raise RemoteError(
+                    f"{self.target.address}: cannot unpack specsweep in {lib}: {' '.join(err)}"
+                )
+            log.info("copied specsweep %s to %s:%s", digest, self.target.host, lib)
+        self._lib = lib
+        return lib
+
+    def _python_command(self, args: list[str], op_id: str, timeout_s: float) -> str:
+        env = [f"PYTHONPATH={self.lib()}", f"{OP_ID_ENV}={op_id}"]
+        limit = str(math.ceil(timeout_s))
+        return self._q("env", *env, "timeout", "-k", "5", limit, self.target.python, *args)
+
+    def _put_private(self, name: str, data: bytes) -> str:
+        path = f"{self.workdir()}/.{name}"
+        with self.connection().sftp().open(path, "wb") as fh:
+            fh.chmod(0o600)
+            fh.write(data)
+        return path
+
+    def _python(
+        self,
+        args: list[str],
+        timeout_s: float,
+        on_event: Callable[[dict[str, Any]], None],
+        *,
+        retry: bool,
+        what: str,
+        private: bytes | None = None,
+    ) -> int:
+        """Run a specsweep module on the host; retried once after a lost connection."""
+        for attempt in (1, 2):
+            op_id = uuid.uuid4().hex
+            argv = list(args)
+            if private is not None:
+                argv += ["--payload-file", self._put_private(f"payload-{op_id}", private)]
+            command = self._python_command(argv, op_id, timeout_s)
+            try:
+                rc, err = self.run(command, timeout_s + 30, lambda ln: on_event(_event(ln)))
+            except SshConnectionLost as exc:
+                if not retry or attempt == 2:
+                    raise
+                log.warning("%s; reconnecting to retry %s", exc, what)
+                self._kill_op(op_id)
+                continue
+            if rc == 124:
+                raise SshCommandTimeout(
+                    f"{self.target.address}: {what} did not finish within {timeout_s:.0f}s"
+                )
+            if rc == 127:
+                raise ConfigError(
+                    f"{self.target.address}: {self.target.python!r} not found there "
+                    f"(set target.python): {' '.join(err)}"
+                )
+            if rc not in (0, 3):
+                raise RemoteError(
+                    f"{self.target.address}: {what} exited with status {rc}: "
+                    + " | ".join(err[-5:])
+                )
+            return rc
+        raise AssertionError("unreachable")
+
+    def agent(
+        self,
+        op: str,
+        payload: Mapping[str, Any],
+        timeout_s: float | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        retry: bool = True,
+        private: bool = False,
+    ) -> Any:
+        """One agent operation; its result value, or its error raised here."""
+        final: dict[str, Any] = {}
+
+        def handle(event: dict[str, Any]) -> None:
+            if event.get("event") in ("result", "error"):
+                final.clear()
+                final.update(event)
+            elif on_event is not None:
+                on_event(event)
+
+        data = json.dumps(payload).encode()
+        args = ["-m", "specsweep.targets.agent", op]
+        if not private:
+            args += ["--payload", base64.b64encode(data).decode()]
+        limit = timeout_s if timeout_s is not None else self.target.command_timeout_s
+        self._python(
+            args, limit, handle, retry=retry, what=f"agent {op}",
+            private=data if private else None,
+        )  # fmt: skip
+        if final.get("event") == "result":
+            return final["value"]
+        if final.get("event") == "error":
+            raise rebuild_error(final, self.target.host)
+        raise RemoteError(f"{self.target.address}: agent {op} ended without an answer")
+
+    def _kill_op(self, op_id: str) -> None:
+        try:
+            killed = self.agent("kill-op", {"op_id": op_id}, retry=False)
+        except SshError as exc:
+            log.warning("could not stop lost command %s on %s: %s", op_id, self.target.host, exc)
+            return
+        if killed:
+            log.warning("stopped what the lost command left running: pids %s", killed)
+
+
+def _event(line: str) -> dict[str, Any]:
+    try:
+        return parse_line(line)
+    except ValueError:
+        log.debug("remote: %s", line)
+        return {"event": "output", "line": line}
+
+
+def load_private_key(text: str, passphrase: str | None) -> paramiko.PKey:
+    """A private key given as text (from a secret store), in any type paramiko reads."""
+    errors = []
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return cls.from_private_key(io.StringIO(text), password=passphrase)
+        except paramiko.PasswordRequiredException:
+            raise
+        except (paramiko.SSHException, ValueError) as exc:
+            errors.append(f"{cls.__name__}: {exc}")
+    raise SshAuthError(f"the key secret is not a private key paramiko reads ({'; '.join(errors)})")
