@@ -23,6 +23,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from specsweep.cli_answer import register as register_answer_commands
+from specsweep.cli_deploy import register as register_deploy_commands
 from specsweep.config import SweepConfig
 from specsweep.config_file import load_config
 from specsweep.errors import ConfigError, SpecsweepError
@@ -42,6 +44,8 @@ app = typer.Typer(
 )
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 app.add_typer(run_app, name="run")
+register_deploy_commands(app)  # serve, deploy, limits
+register_answer_commands(app)  # report, compare, regression
 # Logs and CI capture output without a terminal; rich would squeeze tables to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
@@ -148,9 +152,11 @@ def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # hosts may be offline
     # Prefect loads only when running: flows.<kind> holds the flow of the same name.
     from flows.matrix_sweep import SweepFailed
+    from tasks.target_lock import ensure_target_limit, target_lock_name
 
     sweep_flow = getattr(import_module(f"flows.{kind.replace('-', '_')}"), kind.replace("-", "_"))
     try:
+        ensure_target_limit(target_lock_name(config))  # this run's API, ephemeral or not
         with level_progress_bar():
             result = sweep_flow(config, run_id=run_id, force=force)
         run_id, code = result["run_id"], 0

@@ -1,0 +1,143 @@
+"""Everything a run answers, computed once: the input of the report, the CLI and the artifacts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from specsweep.analysis.levels import best_per_level, latency_table, metric_table
+from specsweep.analysis.params import LatencySLO, TrafficMix
+from specsweep.analysis.pivot import Pivot, pivot_points
+from specsweep.analysis.policy import Policy, speculation_policy
+from specsweep.results.store import ResultsStore
+
+# Per-variant columns of the run's environment, in the order the report lists them.
+VARIANT_FACTS = [
+    "variant",
+    "algorithm",
+    "num_steps",
+    "topk",
+    "num_draft_tokens",
+    "spec_v2",
+    "draft_model_path",
+    "max_running_requests",
+    "server_command",
+]
+RUN_FACTS = [
+    "target",
+    "hostname",
+    "backend",
+    "simulated",
+    "sglang_version",
+    "gpu_name",
+    "gpu_count",
+    "driver_version",
+    "model_path",
+    "tp",
+    "input_len",
+    "output_len",
+    "num_requests",
+    "seed",
+]
+
+
+@dataclass(frozen=True)
+class Answer:
+    run_id: str
+    levels: pd.DataFrame  # the run's rows, as stored
+    run: dict[str, Any] | None  # its runs-table row (None for a run that never finished)
+    throughput: pd.DataFrame  # concurrency x variant, output tok/s
+    best: pd.DataFrame  # best_per_level
+    latency: pd.DataFrame  # latency_table
+    pivots: dict[str, Pivot]
+    policy: Policy | None
+    mix: TrafficMix
+    slo: LatencySLO | None
+
+    @property
+    def failed_levels(self) -> pd.DataFrame:
+        return self.levels.loc[self.levels["status"] != "ok", ["variant", "concurrency", "error"]]
+
+    @property
+    def variant_errors(self) -> dict[str, str]:
+        return json.loads((self.run or {}).get("variant_errors") or "{}")
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.levels["simulated"].any()) if len(self.levels) else False
+
+    def facts(self) -> dict[str, str]:
+        """Run-wide environment: one value per column (distinct values joined when they vary)."""
+        out: dict[str, str] = {"run_id": self.run_id}
+        for col in RUN_FACTS:
+            if col in self.levels.columns:
+                values = self.levels[col].dropna().unique()
+                if len(values) > 1 and pd.api.types.is_numeric_dtype(self.levels[col]):
+                    out[col] = f"{values.min():g} to {values.max():g}"  # e.g. requests per level
+                elif len(values):
+                    out[col] = ", ".join(sorted(str(v) for v in values))
+        for col in ("sweep_kind", "sweep_name", "specsweep_version", "git_revision", "status"):
+            if self.run and self.run.get(col) is not None:
+                out[f"run {col}" if col == "status" else col] = str(self.run[col])
+        if self.run and self.run.get("started_at") is not None:
+            out["started"] = f"{self.run['started_at']:%Y-%m-%d %H:%M:%S %Z}"
+            out["ended"] = f"{self.run['ended_at']:%Y-%m-%d %H:%M:%S %Z}"
+        return out
+
+    def variants(self) -> pd.DataFrame:
+        """One row per variant: its speculative parameters and exact server command."""
+        cols = [c for c in VARIANT_FACTS if c in self.levels.columns]
+        order = list(self.throughput.columns)
+        table = self.levels.drop_duplicates("variant")[cols]
+        rank = {v: i for i, v in enumerate(order)}
+        return table.assign(_r=table["variant"].map(rank).fillna(len(rank))).sort_values("_r")[cols]
+
+    def accept_length(self) -> pd.DataFrame:
+        table = metric_table(self.levels, "accept_length")
+        return table.dropna(axis=1, how="all") if not table.empty else table
+
+    def config_json(self) -> str | None:
+        text = (self.run or {}).get("config")
+        return json.dumps(json.loads(text), indent=2, sort_keys=True) if text else None
+
+
+def analyze(
+    levels: pd.DataFrame,
+    run_id: str,
+    run: dict[str, Any] | None = None,
+    mix: TrafficMix | None = None,
+    slo: LatencySLO | None = None,
+) -> Answer:
+    """The whole answer for one run's level rows."""
+    mix = mix or TrafficMix()
+    return Answer(
+        run_id=run_id,
+        levels=levels,
+        run=run,
+        throughput=metric_table(levels, "output_throughput"),
+        best=best_per_level(levels, slo),
+        latency=latency_table(levels, slo),
+        pivots=pivot_points(levels),
+        policy=speculation_policy(levels, mix, slo),
+        mix=mix,
+        slo=slo,
+    )
+
+
+def analyze_run(
+    store: ResultsStore,
+    run_id: str | None = None,
+    mix: TrafficMix | None = None,
+    slo: LatencySLO | None = None,
+) -> Answer:
+    """analyze() on a stored run (the latest when run_id is None)."""
+    run_id = run_id or store.latest_run_id()
+    if run_id is None:
+        raise LookupError(f"no runs under {store.root}")
+    levels = store.read_levels(run_id)
+    if levels.empty:
+        raise LookupError(f"run {run_id} has no level rows under {store.levels_dir}")
+    return analyze(levels, run_id, store.read_run(run_id), mix, slo)

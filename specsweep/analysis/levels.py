@@ -1,0 +1,141 @@
+"""Per-level views of one run: tables by variant, best per level, latency and SLOs.
+
+Everything takes the `levels` table as read from Parquet (one run, or the
+rows of one run filtered from many) and returns plain DataFrames, so a
+notebook can use it without the report.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from specsweep.analysis.params import LatencySLO
+
+LATENCY_COLUMNS = ["ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"]
+_SORT_KEYS = ["algorithm", "num_steps", "topk", "num_draft_tokens", "spec_v2", "variant"]
+
+
+def ok_levels(levels: pd.DataFrame) -> pd.DataFrame:
+    """Only measured levels (status ok) enter comparisons; failed ones are reported apart."""
+    return levels[levels["status"] == "ok"]
+
+
+def variant_order(levels: pd.DataFrame) -> list[str]:
+    """Baseline first, then speculative variants by algorithm and parameters (legend order)."""
+    firsts = levels.drop_duplicates("variant")
+    keys = [k for k in _SORT_KEYS if k in firsts.columns]
+    spec = firsts[~firsts["is_baseline"]].sort_values(keys, na_position="first")
+    return [*firsts.loc[firsts["is_baseline"], "variant"], *spec["variant"]]
+
+
+def baseline_name(levels: pd.DataFrame) -> str | None:
+    names = levels.loc[levels["is_baseline"], "variant"].unique()
+    return str(names[0]) if len(names) else None
+
+
+def metric_table(levels: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Index concurrency, one column per variant (legend order), ok levels only."""
+    ok = ok_levels(levels)
+    if ok.empty:
+        return pd.DataFrame()
+    table = ok.pivot_table(index="concurrency", columns="variant", values=metric, aggfunc="mean")
+    return table[[v for v in variant_order(ok) if v in table.columns]]
+
+
+def throughput_spread(levels: pd.DataFrame) -> pd.DataFrame:
+    """CV of output throughput across repeats per (concurrency, variant); NaN for one pass."""
+    ok = ok_levels(levels)
+    if ok.empty:
+        return pd.DataFrame()
+    cv = ok.assign(cv=ok["output_throughput_cv"].where(ok["repeats"].fillna(1) > 1))
+    table = cv.pivot_table(
+        index="concurrency", columns="variant", values="cv", aggfunc="mean", dropna=False
+    )
+    return table.reindex(columns=variant_order(ok))
+
+
+def ratio_spread(cv_a: float, cv_b: float) -> float:
+    """Relative spread of a / b from the two CVs (first-order error propagation)."""
+    return math.hypot(cv_a, cv_b) if not (math.isnan(cv_a) or math.isnan(cv_b)) else math.nan
+
+
+def argmax_columns(table: pd.DataFrame) -> pd.Series:
+    """Per row, the column holding the largest value; None where the row is all NaN."""
+    return pd.Series(
+        [row.idxmax() if row.notna().any() else None for _, row in table.iterrows()],
+        index=table.index,
+        dtype=object,
+    )
+
+
+def best_per_level(levels: pd.DataFrame, slo: LatencySLO | None = None) -> pd.DataFrame:
+    """The highest-throughput variant at each concurrency, with its speedup over the baseline.
+
+    Columns: concurrency, best_variant, best_throughput, baseline_throughput,
+    speedup, speedup_spread (relative, from the repeats' CVs; NaN when a level
+    was measured once), and with an SLO: the best variant among those that meet
+    it (None when none does) and whether the baseline meets it.
+    """
+    throughput = metric_table(levels, "output_throughput")
+    if throughput.empty:
+        return pd.DataFrame(
+            columns=["concurrency", "best_variant", "best_throughput", "speedup", "speedup_spread"]
+        )
+    cvs = throughput_spread(levels).reindex(index=throughput.index, columns=throughput.columns)
+    base = baseline_name(levels)
+    out = pd.DataFrame(index=throughput.index)
+    out["best_variant"] = argmax_columns(throughput)
+    out["best_throughput"] = throughput.max(axis=1)
+    best_cv = [cvs.at[c, v] for c, v in out["best_variant"].items()]
+    if base is not None and base in throughput.columns:
+        out["baseline_throughput"] = throughput[base]
+        out["speedup"] = out["best_throughput"] / out["baseline_throughput"]
+        out["speedup_spread"] = [
+            0.0 if v == base else ratio_spread(b, cvs.at[c, base])
+            for c, v, b in zip(out.index, out["best_variant"], best_cv, strict=True)
+        ]
+    else:
+        out["baseline_throughput"] = np.nan
+        out["speedup"] = np.nan
+        out["speedup_spread"] = np.nan
+    if slo is not None and slo.active:
+        meets = slo_mask(levels, slo)
+        allowed = throughput.where(meets.reindex_like(throughput).fillna(False).astype(bool))
+        out["best_variant_slo"] = argmax_columns(allowed)
+        out["best_throughput_slo"] = allowed.max(axis=1)
+        if base is not None and base in throughput.columns:
+            out["speedup_slo"] = out["best_throughput_slo"] / out["baseline_throughput"]
+            out["baseline_meets_slo"] = meets.reindex(throughput.index)[base].fillna(False)
+    return out.reset_index()
+
+
+def latency_table(levels: pd.DataFrame, slo: LatencySLO | None = None) -> pd.DataFrame:
+    """TTFT and ITL p50/p99 per (variant, concurrency), with `meets_slo` when an SLO is given."""
+    ok = ok_levels(levels)
+    cols = ["variant", "concurrency", *LATENCY_COLUMNS]
+    table = ok.groupby(["variant", "concurrency"], as_index=False)[LATENCY_COLUMNS].mean()
+    rank = {v: i for i, v in enumerate(variant_order(ok))} if not ok.empty else {}
+    table["_rank"] = table["variant"].map(rank)
+    table = table.sort_values(["_rank", "concurrency"])[cols]
+    if slo is not None and slo.active:
+        table["meets_slo"] = _meets(table, slo)
+    return table.reset_index(drop=True)
+
+
+def _meets(frame: pd.DataFrame, slo: LatencySLO) -> pd.Series:
+    ok = pd.Series(True, index=frame.index)
+    if slo.ttft_p99_ms is not None:
+        ok &= frame["ttft_ms_p99"] <= slo.ttft_p99_ms
+    if slo.itl_p99_ms is not None:
+        ok &= frame["itl_ms_p99"] <= slo.itl_p99_ms
+    return ok
+
+
+def slo_mask(levels: pd.DataFrame, slo: LatencySLO) -> pd.DataFrame:
+    """Index concurrency, one bool column per variant: does it meet the SLO there."""
+    table = latency_table(levels)
+    table["meets"] = _meets(table, slo)
+    return table.pivot(index="concurrency", columns="variant", values="meets")

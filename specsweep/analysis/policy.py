@@ -1,0 +1,168 @@
+"""The speculation policy: "use variant X up to concurrency N, then no speculation".
+
+That is the rule dynamic speculation disable can apply (the seeds asked for
+it). Every candidate (X, N), N a measured level, is scored by the throughput
+it delivers over the traffic mix: sum over levels c of w(c) * T(c), where
+T(c) is X's throughput for c <= N and the baseline's above, and w(c) the
+share of time spent at c. The best candidate wins; "no speculation" is a
+candidate too. It is compared with always-baseline, with always running the
+best single speculative variant, and with the per-level oracle (best
+variant at every level, the ceiling no single-threshold rule can pass).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from specsweep.analysis.levels import baseline_name, metric_table, slo_mask, throughput_spread
+from specsweep.analysis.params import LatencySLO, TrafficMix
+from specsweep.analysis.pivot import Pivot, pivot_points
+
+
+@dataclass(frozen=True)
+class Policy:
+    variant: str | None  # None: never speculate
+    up_to: int | None  # the highest measured concurrency that runs `variant`
+    next_level: int | None  # the first measured level that runs without speculation
+    pivot: Pivot | None  # the chosen variant's pivot, to place the switch between levels
+    weights: dict[int, float]  # the normalised traffic mix the scores use
+    mix: TrafficMix
+    slo: LatencySLO | None
+    throughput: float  # weighted output throughput of this policy (tok/s)
+    baseline_throughput: float
+    best_single: str | None  # the best always-on speculative variant
+    best_single_throughput: float
+    oracle_throughput: float
+    gain_spread: float  # relative spread of gain_vs_baseline from the repeats' CVs, NaN unknown
+    candidates: pd.DataFrame  # variant, up_to, throughput: every rule considered
+    baseline_misses_slo: tuple[int, ...] = ()  # levels where even no speculation misses the SLO
+
+    @property
+    def gain_vs_baseline(self) -> float:
+        return self.throughput / self.baseline_throughput - 1.0
+
+    @property
+    def gain_vs_best_single(self) -> float:
+        return self.throughput / self.best_single_throughput - 1.0
+
+    @property
+    def share_of_oracle(self) -> float:
+        return self.throughput / self.oracle_throughput
+
+    def rule(self) -> str:
+        """The rule alone, as an operator would configure it."""
+        if self.variant is None:
+            return "no speculation at any measured concurrency"
+        if self.next_level is None:
+            return f"use {self.variant} at every measured concurrency (up to {self.up_to})"
+        rule = (
+            f"use {self.variant} up to concurrency {self.up_to}, "
+            f"then no speculation from c={self.next_level}"
+        )
+        if self.pivot is not None and self.pivot.kind == "crosses":
+            rule += f" (its throughput crosses the baseline's at c≈{self.pivot.concurrency:.3g})"
+        return rule
+
+    def line(self) -> str:
+        """The rule with what it gains, in one paragraph."""
+        gains = f"{self.gain_vs_baseline:+.1%}"
+        if not math.isnan(self.gain_spread):
+            gains += f" (±{self.gain_spread:.1%} across repeats)"
+        gains += " output throughput vs always-baseline"
+        if self.best_single is not None:
+            gains += f", {self.gain_vs_best_single:+.1%} vs always {self.best_single}"
+        text = f"{self.rule()[0].upper()}{self.rule()[1:]}: {gains}. Traffic {self.mix.describe()}"
+        if self.slo is not None and self.slo.active:
+            text += f"; SLO {self.slo.describe()}"
+            if self.baseline_misses_slo:
+                misses = ", ".join(map(str, self.baseline_misses_slo))
+                text += f" (even the baseline misses it at c={misses})"
+        return text + "."
+
+
+def _weighted(values: pd.Series, weights: dict[int, float]) -> float:
+    return float(sum(w * values[c] for c, w in weights.items() if w > 0))
+
+
+def _weighted_spread(values: pd.Series, cvs: pd.Series, weights: dict[int, float]) -> float:
+    """Relative spread of a weighted sum of independent levels, from their CVs."""
+    used = [c for c, w in weights.items() if w > 0]
+    if any(math.isnan(cvs.get(c, math.nan)) for c in used):
+        return math.nan
+    var = sum((weights[c] * values[c] * cvs[c]) ** 2 for c in used)
+    return math.sqrt(var) / _weighted(values, weights)
+
+
+def speculation_policy(
+    levels: pd.DataFrame, mix: TrafficMix | None = None, slo: LatencySLO | None = None
+) -> Policy | None:
+    """The best "X up to N, then no speculation" rule for one run; None without a baseline.
+
+    With an SLO, a variant may only be used at levels where it meets it (the
+    baseline is always allowed: it is what runs when speculation is off).
+    """
+    mix = mix or TrafficMix()
+    table = metric_table(levels, "output_throughput")
+    base = baseline_name(levels)
+    if table.empty or base is None or base not in table.columns:
+        return None
+    table = table[table[base].notna()]
+    spec = [v for v in table.columns if v != base]
+    weights = mix.resolve([int(c) for c in table.index])
+    allowed = table.notna()
+    misses: tuple[int, ...] = ()
+    if slo is not None and slo.active:
+        meets = slo_mask(levels, slo).reindex_like(table).fillna(False).astype(bool)
+        allowed = allowed & meets
+        allowed[base] = table[base].notna()
+        misses = tuple(int(c) for c in table.index[~meets[base]])
+    baseline = table[base]
+    rows = [{"variant": None, "up_to": None, "throughput": _weighted(baseline, weights)}]
+    for variant in spec:
+        for i, n in enumerate(table.index):
+            if not allowed[variant].iloc[: i + 1].all():
+                break
+            mixed = table[variant].where(table.index <= n, baseline)
+            rows.append(
+                {"variant": variant, "up_to": int(n), "throughput": _weighted(mixed, weights)}
+            )
+    candidates = pd.DataFrame(rows)
+    best = candidates.loc[candidates["throughput"].idxmax()]  # first max: simplest rule wins ties
+    variant = best["variant"]
+    up_to = None if variant is None else int(best["up_to"])
+    later = [int(c) for c in table.index if up_to is not None and c > up_to]
+    chosen = (
+        table[variant].where(table.index <= up_to, baseline) if variant is not None else baseline
+    )
+    cvs = throughput_spread(levels).reindex(index=table.index, columns=table.columns)
+    chosen_cv = cvs[variant].where(table.index <= up_to, cvs[base]) if variant else cvs[base]
+    gain_spread = math.hypot(
+        _weighted_spread(chosen, chosen_cv, weights), _weighted_spread(baseline, cvs[base], weights)
+    )
+    always = {
+        v: _weighted(table[v], weights)
+        for v in spec
+        if all(allowed[v].get(c, False) for c, w in weights.items() if w > 0)
+    }
+    best_single = max(always, key=always.__getitem__) if always else None
+    oracle = table.where(allowed).max(axis=1)
+    return Policy(
+        variant=variant,
+        up_to=up_to,
+        next_level=later[0] if later else None,
+        pivot=pivot_points(levels).get(variant) if variant else None,
+        weights=weights,
+        mix=mix,
+        slo=slo,
+        throughput=float(best["throughput"]),
+        baseline_throughput=_weighted(baseline, weights),
+        best_single=best_single,
+        best_single_throughput=always[best_single] if best_single else math.nan,
+        oracle_throughput=_weighted(oracle, weights),
+        gain_spread=gain_spread,
+        candidates=candidates,
+        baseline_misses_slo=misses,
+    )

@@ -1,0 +1,316 @@
+"""Nightly regression verdicts: each number of a run against its own history.
+
+A series is one (target, model, variant, concurrency, input_len, output_len):
+the load shape belongs to the key, so an ad-hoc run with other lengths in
+the same store never becomes another's history. For each metric of the
+policy, the value of the judged run is compared with the median of the same
+series over the most recent earlier runs, and the noise is the robust
+standard deviation 1.4826 x MAD of those runs (or the run's own repeat
+spread, when larger). The verdict is a regression only when the change is
+in the bad direction, larger than `mad_threshold` noise units, and larger
+than the metric's minimum relative change. See docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specsweep.analysis.compare import environment_changes, run_changes
+from specsweep.analysis.params import HIGHER_IS_BETTER, RegressionPolicy
+from specsweep.results.store import ResultsStore
+
+SERIES_KEY = ["target", "model_path", "variant", "concurrency", "input_len", "output_len"]
+MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+
+REGRESSION, IMPROVEMENT, OK = "regression", "improvement", "ok"
+FAILED, NEW, INSUFFICIENT = "failed", "new", "insufficient history"
+
+
+@dataclass(frozen=True)
+class RegressionReport:
+    """The verdict on one run, with every number behind it."""
+
+    run_id: str
+    policy: RegressionPolicy
+    verdicts: pd.DataFrame  # one row per (series, metric); see judge_run
+    history_run_ids: list[str]
+    environment: dict[str, tuple[str, str]] = field(default_factory=dict)  # vs the last run
+
+    @property
+    def regressions(self) -> pd.DataFrame:
+        bad = {REGRESSION} | ({FAILED} if self.policy.on_failed_level == "regression" else set())
+        return self.verdicts[self.verdicts["verdict"].isin(bad)]
+
+    @property
+    def improvements(self) -> pd.DataFrame:
+        return self.verdicts[self.verdicts["verdict"] == IMPROVEMENT]
+
+    @property
+    def regressed(self) -> bool:
+        return not self.regressions.empty
+
+    def headline(self) -> str:
+        counts = self.verdicts["verdict"].value_counts().to_dict() if len(self.verdicts) else {}
+        parts = [f"{n} {v}" for v, n in sorted(counts.items())]
+        status = "REGRESSION" if self.regressed else "no regression"
+        return f"run {self.run_id}: {status} ({', '.join(parts) or 'nothing judged'})"
+
+    def message(self) -> str:
+        """Names every regressed metric with its numbers, then the environment change."""
+        lines = [self.headline()]
+        lines += [f"  {describe_row(r)}" for r in self.regressions.to_dict("records")]
+        lines += [f"  improved: {describe_row(r)}" for r in self.improvements.to_dict("records")]
+        if self.environment:
+            lines.append("  changed since the previous run: " + _env_text(self.environment))
+        return "\n".join(lines)
+
+    def event_payload(self) -> dict[str, Any]:
+        """JSON-ready details for `specsweep.regression.detected` (automations template on it)."""
+        cols = [
+            "target",
+            "model_path",
+            "variant",
+            "concurrency",
+            "metric",
+            "value",
+            "median",
+            "change",
+            "robust_z",
+            "n_history",
+            "verdict",
+            "environment",
+        ]
+        rows = self.regressions[cols].replace({np.nan: None}).to_dict("records")
+        return {
+            "run_id": self.run_id,
+            "summary": self.headline(),
+            "metrics": sorted({r["metric"] for r in rows}),
+            "regressions": [{k: _plain(v) for k, v in r.items()} for r in rows],
+            "environment_changes": {k: list(v) for k, v in self.environment.items()},
+            "history_run_ids": self.history_run_ids,
+        }
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _env_text(env: dict[str, tuple[str, str]]) -> str:
+    return "; ".join(f"{k}: {a} -> {b}" for k, a, b in ((k, *v) for k, v in env.items()))
+
+
+def describe_row(row: dict[str, Any]) -> str:
+    """One verdict as a sentence: 'eagle3-s2 c=4 output_throughput 1,234 vs median 1,342 ...'."""
+    where = f"{row['variant']} c={row['concurrency']} ({row['target']})"
+    if row["verdict"] == FAILED:
+        return f"{where}: failed tonight ({row['error']}), succeeded in its history"
+    text = (
+        f"{where} {row['metric']} {row['value']:,.4g} vs median {row['median']:,.4g} of "
+        f"{row['n_history']} runs ({row['change']:+.1%}, {row['robust_z']:+.1f} noise units)"
+    )
+    if row.get("environment"):
+        text += f"; came with {row['environment']}"
+    return text
+
+
+def _run_order(levels: pd.DataFrame) -> list[str]:
+    """Run ids by their first measured level (run ids are time-sortable; user ids may not be)."""
+    starts = levels.groupby("run_id")["started_at"].min()
+    return sorted(starts.index, key=lambda r: (starts[r] if pd.notna(starts[r]) else pd.NaT, r))
+
+
+def _judge(value: float, hist: np.ndarray, metric: str, cv: float, policy: RegressionPolicy):
+    median = float(np.median(hist))
+    sigma = MAD_TO_SIGMA * float(np.median(np.abs(hist - median)))
+    if not math.isnan(cv):
+        sigma = max(sigma, abs(median) * cv)
+    change = value / median - 1.0 if median else math.inf
+    delta = value - median
+    z = delta / sigma if sigma > 0 else (0.0 if delta == 0 else math.copysign(math.inf, delta))
+    significant = abs(z) > policy.mad_threshold and abs(change) >= policy.min_change(metric)
+    worse = delta < 0 if HIGHER_IS_BETTER[metric] else delta > 0
+    verdict = (REGRESSION if worse else IMPROVEMENT) if significant else OK
+    return median, sigma, change, z, verdict
+
+
+def judge_run(
+    levels: pd.DataFrame,
+    run_id: str,
+    policy: RegressionPolicy | None = None,
+    runs: dict[str, dict[str, Any]] | None = None,
+) -> RegressionReport:
+    """Judge `run_id` against the runs before it in `levels` (all runs of a store).
+
+    `runs` maps run id -> runs-table row, used for failed variants and for
+    code/config changes; optional (a notebook on the levels alone works too).
+    """
+    policy = policy or RegressionPolicy()
+    runs = runs or {}
+    order = _run_order(levels)
+    if run_id not in order:
+        raise ValueError(f"run {run_id} has no level rows in this results store")
+    earlier = order[: order.index(run_id)]
+    history = levels[levels["run_id"].isin(earlier) & (levels["status"] == "ok")]
+    tonight = levels[levels["run_id"] == run_id]
+    rank = {r: i for i, r in enumerate(earlier)}
+    rows: list[dict[str, Any]] = []
+    hist_groups = {k: g for k, g in history.groupby(SERIES_KEY, dropna=False)}
+    for key, now in tonight.groupby(SERIES_KEY, dropna=False):
+        now_row = now.iloc[-1]
+        past = hist_groups.get(key)
+        if past is not None:
+            past = past.assign(_rank=past["run_id"].map(rank)).sort_values("_rank")
+            past = past.tail(policy.history_runs)
+        base = dict(zip(SERIES_KEY, key, strict=True))
+        n = 0 if past is None else len(past)
+        env = _env_change(past, now) if past is not None else ""
+        if now_row["status"] != "ok":
+            if n:
+                rows.append(
+                    {
+                        **base,
+                        "metric": "status",
+                        "n_history": n,
+                        "verdict": FAILED,
+                        "error": now_row.get("error"),
+                        "environment": env,
+                    }
+                )
+            continue
+        cv = now_row.get("output_throughput_cv", math.nan)
+        cv = float(cv) if pd.notna(cv) and (now_row.get("repeats") or 1) > 1 else math.nan
+        for metric in policy.metrics:
+            value = now_row.get(metric)
+            hist = past[metric].dropna().to_numpy(float) if past is not None else np.array([])
+            row = {
+                **base,
+                "metric": metric,
+                "value": value,
+                "n_history": len(hist),
+                "environment": env,
+            }
+            if value is None or pd.isna(value):
+                continue
+            if len(hist) == 0:
+                rows.append({**row, "verdict": NEW})
+            elif len(hist) < policy.min_history:
+                rows.append({**row, "median": float(np.median(hist)), "verdict": INSUFFICIENT})
+            else:
+                metric_cv = cv if metric == "output_throughput" else math.nan
+                median, sigma, change, z, verdict = _judge(value, hist, metric, metric_cv, policy)
+                rows.append(
+                    {
+                        **row,
+                        "median": median,
+                        "noise": sigma,
+                        "change": change,
+                        "robust_z": z,
+                        "verdict": verdict,
+                    }
+                )
+    rows += _failed_variants(runs.get(run_id), tonight, history)
+    columns = [
+        *SERIES_KEY,
+        "metric",
+        "value",
+        "median",
+        "noise",
+        "change",
+        "robust_z",
+        "n_history",
+        "verdict",
+        "error",
+        "environment",
+    ]
+    verdicts = pd.DataFrame(rows, columns=columns)
+    previous = earlier[-1] if earlier else None
+    environment = {}
+    if previous is not None:
+        environment = environment_changes(levels[levels["run_id"] == previous], tonight)
+        environment.update(run_changes(runs.get(previous), runs.get(run_id)))
+    return RegressionReport(run_id, policy, verdicts, earlier[-policy.history_runs :], environment)
+
+
+def _env_change(past: pd.DataFrame, now: pd.DataFrame) -> str:
+    changes = environment_changes(past.tail(1), now)
+    return _env_text(changes)
+
+
+def _failed_variants(
+    run: dict[str, Any] | None, tonight: pd.DataFrame, history: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """Series of a variant that failed tonight before measuring them, but have a history."""
+    if not run or not run.get("failed_variants"):
+        return []
+    errors = json.loads(run.get("variant_errors") or "{}")
+    planned = json.loads(run.get("config") or "{}").get("load", {}).get("concurrency")
+    measured = set(zip(tonight["variant"], tonight["concurrency"], strict=True))
+    rows = []
+    past = history[history["variant"].isin(run["failed_variants"])]
+    if planned:
+        past = past[past["concurrency"].isin(planned)]
+    for key, group in past.groupby(SERIES_KEY, dropna=False):
+        base = dict(zip(SERIES_KEY, key, strict=True))
+        if (base["variant"], base["concurrency"]) in measured:
+            continue
+        rows.append(
+            {
+                **base,
+                "metric": "status",
+                "n_history": len(group),
+                "verdict": FAILED,
+                "error": errors.get(base["variant"], "variant failed"),
+            }
+        )
+    return rows
+
+
+def judge_stored_run(
+    store: ResultsStore, run_id: str, policy: RegressionPolicy | None = None
+) -> RegressionReport:
+    """judge_run on a results store: reads every run's levels and the runs table."""
+    levels = store.read_levels()
+    runs = {r: store.read_run(r) for r in levels["run_id"].unique()}
+    return judge_run(levels, run_id, policy, {k: v for k, v in runs.items() if v})
+
+
+def verdict_markdown(report: RegressionReport) -> str:
+    """The verdict for a Prefect artifact: headline, flagged rows, the environment change."""
+    lines = [f"## Nightly regression: {report.headline()}", ""]
+    flagged = pd.concat([report.regressions, report.improvements])
+    if flagged.empty:
+        lines.append(
+            f"Every judged number is within noise of its history ({report.policy.mad_threshold:g}"
+            " robust SDs, minimum change "
+            f"{report.policy.min_relative_change:.0%} throughput / "
+            f"{report.policy.min_relative_change_latency:.0%} latency)."
+        )
+    else:
+        lines += [
+            "| verdict | variant | c | metric | value | median | change | noise units |",
+            "|---|---|---:|---|---:|---:|---:|---:|",
+        ]
+        for r in flagged.to_dict("records"):
+            if r["verdict"] == FAILED:
+                lines.append(
+                    f"| failed | {r['variant']} | {r['concurrency']} | status | "
+                    f"{r['error']} | ok | | |"
+                )
+                continue
+            lines.append(
+                f"| {r['verdict']} | {r['variant']} | {r['concurrency']} | {r['metric']} | "
+                f"{r['value']:,.4g} | {r['median']:,.4g} | {r['change']:+.1%} | "
+                f"{r['robust_z']:+.1f} |"
+            )
+    if report.environment:
+        lines += ["", "Changed since the previous run:", ""]
+        lines += [f"- `{k}`: {a} → {b}" for k, (a, b) in report.environment.items()]
+    judged = report.verdicts["verdict"].value_counts().to_dict()
+    lines += ["", "Verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(judged.items()))]
+    return "\n".join(lines) + "\n"

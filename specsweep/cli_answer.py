@@ -1,0 +1,179 @@
+"""CLI commands that turn stored runs into answers: report, compare, regression.
+
+They read Parquet only (no server, no Prefect), so they work on any copy of a
+results directory. `register` adds them to the main `specsweep` app.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from specsweep.analysis.params import LatencySLO, RegressionPolicy, TrafficMix
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+ResultsOpt = Annotated[Path, typer.Option("--results-dir", help="Results root.")]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--traffic",
+        help="Traffic mix as concurrency=weight pairs, e.g. 1=0.5,8=0.3,64=0.2 "
+        "(share of time at each level). Default: uniform over the measured levels.",
+    ),
+]
+TtftOpt = Annotated[float | None, typer.Option(help="SLO: TTFT p99 limit in ms.")]
+ItlOpt = Annotated[float | None, typer.Option(help="SLO: ITL p99 limit in ms.")]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def parse_traffic(text: str | None) -> TrafficMix:
+    """'1=0.5,8=0.3' -> TrafficMix; a malformed pair is a usage error, not a silent default."""
+    if not text:
+        return TrafficMix()
+    weights: dict[int, float] = {}
+    for pair in text.split(","):
+        c, sep, w = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError(pair)
+            weights[int(c)] = float(w)
+        except ValueError:
+            raise _fail(f"--traffic: {pair!r} is not concurrency=weight") from None
+    try:
+        return TrafficMix(weights=weights)
+    except ValidationError as exc:
+        raise _fail(f"--traffic: {exc.errors()[0]['msg']}") from None
+
+
+def _store(results_dir: Path):
+    from specsweep.results.store import ResultsStore
+
+    if not results_dir.is_dir():
+        raise _fail(f"no results directory at {results_dir}")
+    return ResultsStore(results_dir)
+
+
+def report(
+    run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
+    results_dir: ResultsOpt = Path("results"),
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder. Default: <results>/reports/<run_id>.")
+    ] = None,
+    traffic: WeightsOpt = None,
+    ttft_p99_ms: TtftOpt = None,
+    itl_p99_ms: ItlOpt = None,
+) -> None:
+    """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
+    from specsweep.analysis.answer import analyze_run
+    from specsweep.report.render import default_report_dir, headline, write_report
+
+    mix = parse_traffic(traffic)
+    slo = LatencySLO(ttft_p99_ms=ttft_p99_ms, itl_p99_ms=itl_p99_ms)
+    try:
+        answer = analyze_run(_store(results_dir), run_id, mix, slo if slo.active else None)
+    except (LookupError, ValueError) as exc:
+        raise _fail(str(exc), 1) from None
+    files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
+    console.print(f"[bold]{headline(answer)}[/]", soft_wrap=True)
+    for variant, pivot in answer.pivots.items():
+        console.print(f"  {variant}: {pivot.describe()}", soft_wrap=True)
+    console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)
+
+
+def _pct(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:+.1%}"
+
+
+def compare(
+    run_a: Annotated[str, typer.Argument(help="The reference run.")],
+    run_b: Annotated[str, typer.Argument(help="The run compared with it.")],
+    results_dir: ResultsOpt = Path("results"),
+    z: Annotated[float, typer.Option(help="Noise units a change must exceed.")] = 2.0,
+) -> None:
+    """Per variant and level: how B's throughput and latency moved from A's, and its noise."""
+    from specsweep.analysis.compare import compare_runs, environment_changes, run_changes
+
+    store = _store(results_dir)
+    a, b = store.read_levels(run_a), store.read_levels(run_b)
+    for rid, frame in ((run_a, a), (run_b, b)):
+        if frame.empty:
+            raise _fail(f"run {rid} has no level rows under {store.levels_dir}", 1)
+    table = compare_runs(a, b, z=z)
+    out = Table(title=f"{run_b} vs {run_a}: output throughput", title_justify="left")
+    for col in (
+        "variant",
+        "c",
+        "A tok/s",
+        "B tok/s",
+        "change",
+        "noise (1 SE)",
+        "verdict",
+        "TTFT p50",
+        "ITL p50",
+    ):
+        out.add_column(col, justify="left" if col in ("variant", "verdict") else "right")
+    styles = {"faster": "green", "slower": "red", "within noise": "", "noise unknown": "yellow"}
+    for r in table.to_dict("records"):
+        style = styles[r["verdict"]]
+        out.add_row(
+            r["variant"],
+            str(r["concurrency"]),
+            f"{r['throughput_a']:,.1f}",
+            f"{r['throughput_b']:,.1f}",
+            _pct(r["change"]),
+            "unknown" if math.isnan(r["noise"]) else f"±{r['noise']:.1%}",
+            f"[{style}]{r['verdict']}[/]" if style else r["verdict"],
+            _pct(r["ttft_ms_p50_change"]),
+            _pct(r["itl_ms_p50_change"]),
+        )
+    console.print(out)
+    if (table["verdict"] == "noise unknown").any():
+        console.print(
+            "[yellow]noise unknown: measured once; set load.repeats >= 2 (or "
+            "load.target_cv) to know whether a change is real[/]"
+        )
+    changes = environment_changes(a, b) | run_changes(store.read_run(run_a), store.read_run(run_b))
+    for key, (old, new) in changes.items():
+        console.print(f"changed: {key}: {old} -> {new}", soft_wrap=True)
+
+
+def regression(
+    run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
+    results_dir: ResultsOpt = Path("results"),
+    history_runs: Annotated[int, typer.Option(help="Earlier runs to compare with.")] = 7,
+    min_history: Annotated[int, typer.Option(help="Fewer: 'insufficient history'.")] = 3,
+) -> None:
+    """Judge a stored run against its own history (exit 1 on a regression)."""
+    from specsweep.analysis.regression import judge_stored_run
+
+    store = _store(results_dir)
+    run_id = run_id or store.latest_run_id()
+    if run_id is None:
+        raise _fail(f"no runs under {results_dir}", 1)
+    policy = RegressionPolicy(history_runs=history_runs, min_history=min_history)
+    try:
+        verdict = judge_stored_run(store, run_id, policy)
+    except ValueError as exc:
+        raise _fail(str(exc), 1) from None
+    console.print(verdict.message(), soft_wrap=True)
+    raise typer.Exit(1 if verdict.regressed else 0)
+
+
+def register(app: typer.Typer) -> None:
+    """Add report, compare and regression to the main app."""
+    app.command()(report)
+    app.command()(compare)
+    app.command()(regression)

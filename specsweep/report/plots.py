@@ -1,0 +1,356 @@
+"""The report's figures, as PNG bytes: matplotlib's Agg canvas, no pyplot global state.
+
+One colour per variant across every figure (baseline black and thicker),
+concurrency on a log2 axis labelled with the measured levels, and the pivots
+marked where they are read off: on the speedup = 1 line.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+from specsweep.analysis.answer import Answer
+from specsweep.analysis.levels import baseline_name, metric_table
+
+# Okabe-Ito, colour-blind safe; black is kept for the baseline.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442"]
+BASELINE_COLOR = "#111111"
+PAYS_COLOR, LOSES_COLOR = "#e8f4ea", "#fbeaea"
+DPI = 150
+
+
+def _style(ax: Axes) -> None:
+    ax.grid(True, which="major", color="#dddddd", linewidth=0.8)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(labelsize=9)
+
+
+def _log2_x(ax: Axes, levels: list[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(levels))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(c) for c in levels])
+    if levels:
+        ax.set_xlim(levels[0] / 1.25, levels[-1] * 1.25)
+    ax.set_xlabel("concurrency (concurrent streams, log2 scale)", fontsize=10)
+
+
+def colors(variants: list[str], baseline: str | None) -> dict[str, str]:
+    spec = [v for v in variants if v != baseline]
+    out = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(spec)}
+    if baseline is not None:
+        out[baseline] = BASELINE_COLOR
+    return out
+
+
+def _line_style(variant: str, baseline: str | None, color: str) -> dict:
+    if variant == baseline:
+        return {"color": color, "linewidth": 2.8, "marker": "s", "markersize": 5.5, "zorder": 5}
+    return {"color": color, "linewidth": 1.7, "marker": "o", "markersize": 4.5, "zorder": 3}
+
+
+def _subtitle(answer: Answer) -> str:
+    facts = answer.facts()
+    parts = [facts.get("model_path", "")]
+    gpu = facts.get("gpu_name")
+    if gpu:
+        parts.append(f"{facts.get('gpu_count', '?')}x {gpu}")
+    if "input_len" in facts:
+        parts.append(f"in/out {facts['input_len']}/{facts.get('output_len', '?')} tokens")
+    parts.append(f"run {answer.run_id}")
+    if answer.simulated:
+        parts.append("SIMULATED server")
+    return "  ·  ".join(p for p in parts if p)
+
+
+def _figure(answer: Answer, title: str, size: tuple[float, float] = (8.0, 4.8)) -> Figure:
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    height = size[1]  # place title and subtitle in inches from the top, whatever the size
+    fig.suptitle(title, fontsize=13, fontweight="bold", x=0.01, y=1 - 0.08 / height, ha="left")
+    fig.text(0.01, 1 - 0.5 / height, _subtitle(answer), fontsize=8.5, color="#555555")
+    fig.get_layout_engine().set(rect=(0, 0, 1, 1 - 0.62 / height))
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig).print_png(buf)
+    return buf.getvalue()
+
+
+def _legend(ax: Axes, **kw) -> None:
+    ax.legend(fontsize=8.5, frameon=False, **kw)
+
+
+def _pivot_label(answer: Answer, variant: str) -> str:
+    pivot = answer.pivots.get(variant)
+    if pivot is None:
+        return variant
+    short = {
+        "crosses": f"pivot c≈{pivot.concurrency:.3g}" if pivot.concurrency else "",
+        "never": "never below baseline",
+        "always": "below baseline everywhere",
+        "below_at_low": "below baseline at low c",
+    }[pivot.kind]
+    return f"{variant}  ({short})"
+
+
+def throughput_figure(answer: Answer) -> Figure:
+    """Output throughput per variant vs concurrency; pivots marked on the baseline curve."""
+    table = answer.throughput
+    base = baseline_name(answer.levels)
+    palette = colors(list(table.columns), base)
+    fig = _figure(answer, "Output throughput vs concurrency")
+    ax = fig.add_subplot()
+    _style(ax)
+    levels = [int(c) for c in table.index]
+    for variant in table.columns:
+        series = table[variant].dropna()
+        label = f"{variant} (no speculation)" if variant == base else _pivot_label(answer, variant)
+        ax.plot(
+            series.index,
+            series.to_numpy(),
+            label=label,
+            **_line_style(variant, base, palette[variant]),
+        )
+    if base is not None:
+        baseline = table[base].dropna()
+        for variant, pivot in answer.pivots.items():
+            if pivot.kind != "crosses" or pivot.concurrency is None:
+                continue
+            y = float(
+                np.interp(
+                    math.log2(pivot.concurrency), np.log2(baseline.index), baseline.to_numpy()
+                )
+            )
+            ax.plot(
+                [pivot.concurrency],
+                [y],
+                marker="D",
+                markersize=8,
+                markerfacecolor="white",
+                markeredgecolor=palette[variant],
+                markeredgewidth=2,
+                zorder=6,
+            )
+        ax.plot(
+            [],
+            [],
+            marker="D",
+            linestyle="none",
+            markerfacecolor="white",
+            markeredgecolor="#555555",
+            markeredgewidth=2,
+            label="pivot: speculation stops paying",
+        )
+    _log2_x(ax, levels)
+    ax.set_ylabel("output throughput (tok/s)", fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:,.0f}")
+    _legend(ax, loc="upper left")
+    return fig
+
+
+def speedup_figure(answer: Answer) -> Figure:
+    """Throughput relative to the baseline; shaded where speculation pays or loses."""
+    table = answer.throughput
+    base = baseline_name(answer.levels)
+    fig = _figure(answer, "Speedup over the baseline (output throughput ratio)")
+    ax = fig.add_subplot()
+    _style(ax)
+    levels = [int(c) for c in table.index]
+    _log2_x(ax, levels)
+    if base is None or base not in table.columns:
+        ax.text(0.5, 0.5, "no baseline measured", ha="center", transform=ax.transAxes)
+        return fig
+    palette = colors(list(table.columns), base)
+    ratios = table.drop(columns=[base]).div(table[base], axis=0)
+    spread = answer.levels  # CVs come per level: error bars where repeats exist
+    cvs = metric_table(spread.assign(cv=spread["output_throughput_cv"]), "cv")
+    lo = min(0.9, float(np.nanmin(ratios.to_numpy())) - 0.05) if ratios.size else 0.5
+    hi = max(1.1, float(np.nanmax(ratios.to_numpy())) + 0.05) if ratios.size else 1.5
+    ax.axhspan(1.0, hi, color=PAYS_COLOR, zorder=0)
+    ax.axhspan(lo, 1.0, color=LOSES_COLOR, zorder=0)
+    ax.axhline(1.0, color=BASELINE_COLOR, linewidth=2.2, label=f"{base} = 1.0")
+    ax.text(
+        levels[-1] * 1.2,
+        hi - 0.01,
+        "speculation pays",
+        ha="right",
+        va="top",
+        fontsize=8.5,
+        color="#2e7d32",
+    )
+    ax.text(
+        levels[-1] * 1.2,
+        lo + 0.01,
+        "speculation loses",
+        ha="right",
+        va="bottom",
+        fontsize=8.5,
+        color="#c62828",
+    )
+    for variant in ratios.columns:
+        series = ratios[variant].dropna()
+        err = None
+        if variant in cvs.columns and base in cvs.columns:
+            err = series * np.hypot(cvs[variant], cvs[base]).reindex(series.index)
+            err = None if err.isna().all() else err.fillna(0).to_numpy()
+        ax.errorbar(
+            series.index,
+            series.to_numpy(),
+            yerr=err,
+            capsize=3,
+            label=_pivot_label(answer, variant),
+            **_line_style(variant, base, palette[variant]),
+        )
+        pivot = answer.pivots.get(variant)
+        if pivot is not None and pivot.kind == "crosses":
+            ax.plot(
+                [pivot.concurrency],
+                [1.0],
+                marker="D",
+                markersize=8,
+                zorder=6,
+                markerfacecolor="white",
+                markeredgecolor=palette[variant],
+                markeredgewidth=2,
+            )
+    ax.set_ylim(lo, hi)
+    ax.set_ylabel("throughput / baseline throughput", fontsize=10)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}x")
+    _legend(ax, loc="upper right", bbox_to_anchor=(1.0, 0.93))
+    return fig
+
+
+def latency_figure(answer: Answer) -> Figure:
+    """TTFT and ITL, p50 and p99, per variant; the SLO limits drawn on the p99 panels."""
+    base = baseline_name(answer.levels)
+    fig = _figure(answer, "Latency vs concurrency", size=(10.0, 7.2))
+    axes = fig.subplots(2, 2, sharex=True)
+    slo = answer.slo if answer.slo is not None and answer.slo.active else None
+    panels = [
+        ("ttft_ms_p50", "TTFT p50 (ms)", None),
+        ("ttft_ms_p99", "TTFT p99 (ms)", slo.ttft_p99_ms if slo else None),
+        ("itl_ms_p50", "ITL p50 (ms)", None),
+        ("itl_ms_p99", "ITL p99 (ms)", slo.itl_p99_ms if slo else None),
+    ]
+    levels = [int(c) for c in answer.throughput.index]
+    palette = colors(list(answer.throughput.columns), base)
+    for ax, (metric, label, limit) in zip(axes.flat, panels, strict=True):
+        _style(ax)
+        table = metric_table(answer.levels, metric)
+        for variant in table.columns:
+            series = table[variant].dropna()
+            ax.plot(
+                series.index,
+                series.to_numpy(),
+                label=variant,
+                **_line_style(variant, base, palette.get(variant, "#888888")),
+            )
+        if limit is not None:
+            ax.axhline(limit, color="#c62828", linestyle="--", linewidth=1.3, label="SLO limit")
+        _log2_x(ax, levels)
+        ax.set_title(label, fontsize=10.5, loc="left")
+        ax.set_ylabel("ms", fontsize=9)
+        ax.set_ylim(bottom=0)
+    for ax in axes[0]:
+        ax.set_xlabel("")
+    handles, labels = axes.flat[-1].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=min(len(labels), 4),
+        fontsize=8.5,
+        frameon=False,
+    )
+    return fig
+
+
+def accept_length_figure(answer: Answer) -> Figure:
+    """Mean accepted tokens per verify step per variant, against its draft-token ceiling."""
+    table = answer.accept_length()
+    fig = _figure(answer, "Accept length per speculative variant", size=(8.0, 4.4))
+    ax = fig.add_subplot()
+    _style(ax)
+    ax.grid(False, axis="x")
+    if table.empty:
+        ax.text(0.5, 0.5, "no speculative variant measured", ha="center", transform=ax.transAxes)
+        return fig
+    base = baseline_name(answer.levels)
+    palette = colors(list(answer.throughput.columns), base)
+    ceilings = answer.levels.drop_duplicates("variant").set_index("variant")["num_draft_tokens"]
+    x = np.arange(len(table.columns))
+    means = table.mean().to_numpy()
+    lows, highs = means - table.min().to_numpy(), table.max().to_numpy() - means
+    bars = ax.bar(
+        x,
+        means,
+        width=0.6,
+        yerr=[lows, highs],
+        capsize=4,
+        ecolor="#444444",
+        color=[palette.get(v, "#888888") for v in table.columns],
+    )
+    for rect, mean in zip(bars, means, strict=True):
+        ax.annotate(
+            f"{mean:.2f}",
+            (rect.get_x() + rect.get_width() / 2, mean),
+            xytext=(0, -14),
+            textcoords="offset points",
+            ha="center",
+            fontsize=9,
+            fontweight="bold",
+            color="white",
+        )
+    for i, variant in enumerate(table.columns):
+        ceiling = ceilings.get(variant)
+        if ceiling is not None and pd.notna(ceiling):
+            ax.hlines(ceiling, i - 0.36, i + 0.36, color="#444444", linestyle=":", linewidth=1.5)
+    ax.plot([], [], color="#444444", linestyle=":", label="ceiling: draft tokens verified per step")
+    ax.plot(
+        [], [], color="#444444", marker="|", linestyle="none", label="range over concurrency levels"
+    )
+    ax.set_xticks(x, list(table.columns), fontsize=8.5)
+    ax.set_ylabel("accepted tokens per verify step", fontsize=10)
+    ax.set_ylim(
+        0,
+        max(
+            float(
+                np.nanmax(ceilings.to_numpy(dtype=float, na_value=np.nan))
+                if ceilings.notna().any()
+                else 0
+            ),
+            float(np.nanmax(means)),
+        )
+        * 1.18,
+    )
+    _legend(ax, loc="upper left")
+    return fig
+
+
+FIGURES: dict[str, tuple[str, Callable[[Answer], Figure]]] = {
+    "throughput": ("Output throughput vs concurrency", throughput_figure),
+    "speedup": ("Speedup over the baseline", speedup_figure),
+    "latency": ("Latency (TTFT, ITL) vs concurrency", latency_figure),
+    "accept_length": ("Accept length per variant", accept_length_figure),
+}
+
+
+def render_plots(answer: Answer) -> dict[str, bytes]:
+    """Every figure of the report as PNG bytes, keyed by FIGURES' names."""
+    if answer.throughput.empty:
+        return {}
+    return {name: _png(make(answer)) for name, (_, make) in FIGURES.items()}

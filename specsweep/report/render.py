@@ -1,0 +1,167 @@
+"""Write one run's report: a self-contained HTML file and the same content in Markdown.
+
+The HTML embeds its plots (base64 PNG), so it can be mailed, attached to a
+ticket or opened from a Prefect link artifact with nothing beside it. The
+Markdown references the same PNGs, written next to it under plots/.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from specsweep.analysis.answer import Answer
+from specsweep.report.plots import FIGURES, render_plots
+from specsweep.report.tables import Table, all_tables
+
+CSS = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222;
+       max-width: 1120px; margin: 2em auto; padding: 0 1.5em; }
+h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+.answer { font-size: 1.15em; background: #f3f8f3; border-left: 4px solid #2e7d32;
+          padding: .8em 1em; margin: 1em 0; }
+.warn { background: #fff8e1; border-left: 4px solid #f9a825; padding: .6em 1em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 4px 9px; } th { background: #f5f5f5; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #555; font-size: 12.5px; } img { max-width: 100%; margin: .5em 0 1.5em; }
+pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: 12px; }
+"""
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    html: Path
+    markdown: Path
+    plots: dict[str, Path]
+
+
+def headline(answer: Answer) -> str:
+    """The one line a reader needs: the policy, or why there is none."""
+    if answer.policy is not None:
+        return answer.policy.line()
+    if answer.throughput.empty:
+        return "No level completed successfully: nothing to compare."
+    return "No baseline was measured, so neither a pivot nor a policy can be given."
+
+
+def simulated_warning(answer: Answer) -> str | None:
+    if not answer.simulated:
+        return None
+    return (
+        "Measured on specsweep's simulated SGLang server: the numbers come from its "
+        "performance model, not a GPU."
+    )
+
+
+def _md_table(table: Table) -> list[str]:
+    def cell(text: str, i: int, j: int) -> str:
+        text = text.replace("|", "\\|")
+        return f"**{text}**" if (i, j) in table.highlight else text
+
+    lines = [f"### {table.title}", ""]
+    lines.append("| " + " | ".join(table.columns) + " |")
+    lines.append("|" + "|".join("---:" if n else "---" for n in table.numeric) + "|")
+    for i, row in enumerate(table.rows):
+        lines.append("| " + " | ".join(cell(t, i, j) for j, t in enumerate(row)) + " |")
+    if table.note:
+        lines += ["", table.note]
+    return [*lines, ""]
+
+
+def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
+    lines = [f"# specsweep report: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    warning = simulated_warning(answer)
+    if warning:
+        lines += [f"> {warning}", ""]
+    for name, path in plot_paths.items():
+        lines += [f"![{FIGURES[name][0]}]({path})", ""]
+    for table in all_tables(answer):
+        lines += _md_table(table)
+    config = answer.config_json()
+    if config:
+        lines += ["### Configuration", "", "```json", config, "```", ""]
+    commands = answer.variants()
+    if "server_command" in commands.columns:
+        lines += ["### Server command lines", ""]
+        for rec in commands.to_dict("records"):
+            lines += [f"`{rec['variant']}`:", "", "```", str(rec["server_command"]), "```", ""]
+    return "\n".join(lines)
+
+
+def _html_table(table: Table) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
+    body = []
+    for i, row in enumerate(table.rows):
+        cells = []
+        for j, text in enumerate(row):
+            cls = ' class="n"' if table.numeric[j] else ""
+            content = f"<b>{esc(text)}</b>" if (i, j) in table.highlight else esc(text)
+            cells.append(f"<td{cls}>{content}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = f'<p class="note">{esc(table.note)}</p>' if table.note else ""
+    return (
+        f"<h3>{esc(table.title)}</h3><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table>{note}"
+    )
+
+
+def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
+    esc = html.escape
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>specsweep report {esc(answer.run_id)}</title><style>{CSS}</style></head><body>",
+        f"<h1>specsweep report: run <code>{esc(answer.run_id)}</code></h1>",
+        f'<div class="answer">{esc(headline(answer))}</div>',
+    ]
+    warning = simulated_warning(answer)
+    if warning:
+        parts.append(f'<p class="warn">{esc(warning)}</p>')
+    if pngs:
+        parts.append("<h2>Plots</h2>")
+    for name, data in pngs.items():
+        b64 = base64.b64encode(data).decode()
+        parts.append(f'<img alt="{esc(FIGURES[name][0])}" src="data:image/png;base64,{b64}">')
+    parts.append("<h2>Tables</h2>")
+    parts += [_html_table(t) for t in all_tables(answer)]
+    config = answer.config_json()
+    if config:
+        parts.append(
+            f"<details><summary>Configuration (JSON)</summary><pre>{esc(config)}</pre></details>"
+        )
+    commands = answer.variants()
+    if "server_command" in commands.columns:
+        parts.append("<h3>Server command lines</h3>")
+        for rec in commands.to_dict("records"):
+            parts.append(
+                f"<p><b>{esc(rec['variant'])}</b></p><pre>{esc(str(rec['server_command']))}</pre>"
+            )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(answer: Answer, out_dir: Path) -> ReportFiles:
+    """report.html (self-contained), report.md and plots/*.png under out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pngs = render_plots(answer)
+    plot_dir = out_dir / "plots"
+    plot_dir.mkdir(exist_ok=True)
+    plot_files = {}
+    for name, data in pngs.items():
+        plot_files[name] = plot_dir / f"{name}.png"
+        plot_files[name].write_bytes(data)
+    html_path = out_dir / "report.html"
+    html_path.write_text(html_document(answer, pngs), encoding="utf-8")
+    md_path = out_dir / "report.md"
+    md_path.write_text(
+        markdown(answer, {n: f"plots/{p.name}" for n, p in plot_files.items()}), encoding="utf-8"
+    )
+    return ReportFiles(html_path, md_path, plot_files)
+
+
+def default_report_dir(results_root: Path, run_id: str) -> Path:
+    """Reports live beside the tables they came from: <results>/reports/<run_id>/."""
+    return results_root / "reports" / run_id

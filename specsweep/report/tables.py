@@ -1,0 +1,216 @@
+"""The report's tables as plain cells, rendered alike into Markdown and HTML."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from specsweep.analysis.answer import Answer
+from specsweep.analysis.levels import baseline_name
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]  # right-align these columns
+    note: str = ""
+    highlight: set[tuple[int, int]] = field(default_factory=set)  # (row, column) cells in bold
+
+
+def num(value: object, fmt: str = ",.1f") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
+        return "—"
+    return format(value, fmt)
+
+
+def _pct(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:+.1%}"
+
+
+def policy_table(answer: Answer) -> Table | None:
+    p = answer.policy
+    if p is None:
+        return None
+    base = baseline_name(answer.levels) or "baseline"
+    rows = [
+        ["recommended: " + p.rule(), num(p.throughput), _pct(p.gain_vs_baseline)],
+        [f"always {base} (no speculation)", num(p.baseline_throughput), _pct(0.0)],
+    ]
+    if p.best_single is not None:
+        rows.append(
+            [
+                f"always {p.best_single} (best single variant)",
+                num(p.best_single_throughput),
+                _pct(p.best_single_throughput / p.baseline_throughput - 1),
+            ]
+        )
+    rows.append(
+        [
+            "per-level best variant (oracle, ceiling of any rule)",
+            num(p.oracle_throughput),
+            _pct(p.oracle_throughput / p.baseline_throughput - 1),
+        ]
+    )
+    weights = ", ".join(f"c={c}: {w:.3g}" for c, w in p.weights.items())
+    return Table(
+        "Speculation policy",
+        ["rule", "weighted output tok/s", "vs always-baseline"],
+        rows,
+        [False, True, True],
+        note=f"Throughput weighted by the traffic mix, {p.mix.describe()} (weights {weights}).",
+        highlight={(0, 0), (0, 1), (0, 2)},
+    )
+
+
+def throughput_table(answer: Answer) -> Table:
+    table = answer.throughput
+    best = answer.best.set_index("concurrency")
+    cols = ["concurrency", *table.columns, "best", "speedup"]
+    rows, bold = [], set()
+    for i, (c, row) in enumerate(table.iterrows()):
+        winner = best.at[c, "best_variant"]
+        cells = [str(c), *(num(v) for v in row.to_numpy())]
+        spread = best.at[c, "speedup_spread"]
+        speedup = num(best.at[c, "speedup"], ".2f") + "x"
+        if not math.isnan(spread) and spread > 0:
+            speedup += f" ±{spread * best.at[c, 'speedup']:.2f}"
+        rows.append([*cells, str(winner), speedup])
+        if winner in table.columns:
+            bold.add((i, 1 + list(table.columns).index(winner)))
+    spread_note = (
+        " ± is the spread of the speedup across repeats (CVs of both levels combined)."
+        if answer.best["speedup_spread"].fillna(0).gt(0).any()
+        else " Each level was measured once: no spread across repeats."
+    )
+    return Table(
+        "Output throughput (tok/s) per variant and concurrency",
+        cols,
+        rows,
+        [True, *([True] * len(table.columns)), False, True],
+        note="Bold: the best variant at each level; speedup = best / baseline." + spread_note,
+        highlight=bold,
+    )
+
+
+def pivot_table(answer: Answer) -> Table:
+    rows = []
+    for variant, pivot in answer.pivots.items():
+        at = num(pivot.concurrency, ".3g") if pivot.kind == "crosses" else pivot.kind
+        rows.append([variant, at, pivot.describe()])
+    return Table(
+        "Pivot points",
+        ["variant", "pivot concurrency", "detail"],
+        rows,
+        [False, True, False],
+        note="Where the variant's throughput falls below the baseline's, interpolated on "
+        "log2(concurrency) between the measured levels.",
+    )
+
+
+def slo_table(answer: Answer) -> Table | None:
+    if answer.slo is None or not answer.slo.active or "best_variant_slo" not in answer.best:
+        return None
+    rows = []
+    for rec in answer.best.to_dict("records"):
+        meets = rec.get("baseline_meets_slo")
+        rows.append(
+            [
+                str(rec["concurrency"]),
+                rec["best_variant_slo"] or "none meets the SLO",
+                num(rec["best_throughput_slo"]),
+                num(rec.get("speedup_slo"), ".2f") + "x" if rec["best_variant_slo"] else "—",
+                "yes" if meets else "no",
+            ]
+        )
+    return Table(
+        f"Best variant within the latency SLO ({answer.slo.describe()})",
+        ["concurrency", "best variant meeting the SLO", "tok/s", "speedup", "baseline meets"],
+        rows,
+        [True, False, True, True, False],
+    )
+
+
+def latency_tables(answer: Answer) -> Table:
+    lat = answer.latency
+    has_slo = "meets_slo" in lat.columns
+    cols = ["variant", "concurrency", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"]
+    rows = []
+    for rec in lat.to_dict("records"):
+        row = [
+            rec["variant"],
+            str(rec["concurrency"]),
+            *(
+                num(rec[c], ".2f")
+                for c in ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")
+            ),
+        ]
+        if has_slo:
+            row.append("yes" if rec["meets_slo"] else "no")
+        rows.append(row)
+    return Table(
+        "Latency (ms) per variant and concurrency",
+        cols + (["meets SLO"] if has_slo else []),
+        rows,
+        [False, True, True, True, True, True] + ([False] if has_slo else []),
+    )
+
+
+def accept_table(answer: Answer) -> Table | None:
+    table = answer.accept_length()
+    if table.empty:
+        return None
+    rows = [[str(c), *(num(v, ".2f") for v in row.to_numpy())] for c, row in table.iterrows()]
+    return Table(
+        "Accept length (accepted tokens per verify step)",
+        ["concurrency", *table.columns],
+        rows,
+        [True] * (1 + len(table.columns)),
+    )
+
+
+def failures_table(answer: Answer) -> Table | None:
+    rows = [[v, "all levels", e] for v, e in answer.variant_errors.items()]
+    rows += [
+        [r["variant"], str(r["concurrency"]), str(r["error"])]
+        for r in answer.failed_levels.to_dict("records")
+    ]
+    if not rows:
+        return None
+    return Table("Failures", ["variant", "concurrency", "error"], rows, [False, False, False])
+
+
+def environment_table(answer: Answer) -> Table:
+    facts = answer.facts()
+    return Table(
+        "Run and environment", ["", ""], [[k, v] for k, v in facts.items()], [False, False]
+    )
+
+
+def variants_table(answer: Answer) -> Table:
+    frame = answer.variants()
+    cols = [c for c in frame.columns if c != "server_command"]
+    rows = [
+        [num(v, "g") if isinstance(v, float) else ("—" if v is None else str(v)) for v in rec]
+        for rec in frame[cols].itertuples(index=False)
+    ]
+    return Table("Variants", cols, rows, [False] * len(cols))
+
+
+def all_tables(answer: Answer) -> list[Table]:
+    """In report order; tables that do not apply (no SLO, no failures) are left out."""
+    tables = [
+        policy_table(answer),
+        throughput_table(answer),
+        pivot_table(answer) if answer.pivots else None,
+        slo_table(answer),
+        latency_tables(answer),
+        accept_table(answer),
+        failures_table(answer),
+        environment_table(answer),
+        variants_table(answer),
+    ]
+    return [t for t in tables if t is not None]
