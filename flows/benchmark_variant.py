@@ -17,6 +17,7 @@ from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from tasks.benchmark import benchmark_level
 from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
+from tasks.target_lock import target_lock
 
 
 def _run_name() -> str:
@@ -61,26 +62,28 @@ def benchmark_variant(
         return []
     rows: list[dict[str, Any]] = []
     handle = None
-    try:
-        for attempt in range(1, config.server.start_attempts + 1):
-            kill_stale_processes(config, force=force)
-            handle = launch_server(config, variant, ctx.run_id)
-            try:
-                facts = wait_for_health(config, handle)
-                break
-            except ServerDiedError as exc:
-                if not exc.transient or attempt == config.server.start_attempts:
-                    raise
-                logger.warning(
-                    "%s died of a transient cause (attempt %d of %d); cleaning up and "
-                    "relaunching: %s", variant.label, attempt, config.server.start_attempts,
-                    str(exc).splitlines()[0],
-                )  # fmt: skip
+    # The target lock spans kill-stale .. teardown: no other flow touches these GPUs meanwhile.
+    with target_lock(config):
+        try:
+            for attempt in range(1, config.server.start_attempts + 1):
+                kill_stale_processes(config, force=force)
+                handle = launch_server(config, variant, ctx.run_id)
+                try:
+                    facts = wait_for_health(config, handle)
+                    break
+                except ServerDiedError as exc:
+                    if not exc.transient or attempt == config.server.start_attempts:
+                        raise
+                    logger.warning(
+                        "%s died of a transient cause (attempt %d of %d); cleaning up and "
+                        "relaunching: %s", variant.label, attempt, config.server.start_attempts,
+                        str(exc).splitlines()[0],
+                    )  # fmt: skip
+                    teardown_server(config, handle)
+                    handle = None
+            for concurrency in todo:
+                rows.append(benchmark_level(config, ctx, variant, facts, concurrency))
+        finally:
+            if handle is not None:
                 teardown_server(config, handle)
-                handle = None
-        for concurrency in todo:
-            rows.append(benchmark_level(config, ctx, variant, facts, concurrency))
-    finally:
-        if handle is not None:
-            teardown_server(config, handle)
     return rows
