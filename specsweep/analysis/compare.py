@@ -61,7 +61,7 @@ def compare_runs(levels_a: pd.DataFrame, levels_b: pd.DataFrame, z: float = 2.0)
     change of each latency column (`<col>_change`, positive = slower).
     """
     a, b = _per_level(levels_a), _per_level(levels_b)
-    both = a.join(b, how="inner", lsuffix="_a", rsuffix="_b")
+    both = a.add_suffix("_a").join(b.add_suffix("_b"), how="inner")
     out = pd.DataFrame(index=both.index)
     out["throughput_a"] = both["output_throughput_a"]
     out["throughput_b"] = both["output_throughput_b"]

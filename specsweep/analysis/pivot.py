@@ -67,7 +67,7 @@ def _crossing(c0: int, c1: int, r0: float, r1: float) -> float:
     x0, x1 = math.log2(c0), math.log2(c1)
     if r1 == r0:
         return float(c0)
-    return 2 ** (x0 + (1.0 - r0) * (x1 - x0) / (r1 - r0))
+    return float(2 ** (x0 + (1.0 - r0) * (x1 - x0) / (r1 - r0)))
 
 
 def pivot_for(ratio: pd.Series, variant: str) -> Pivot:

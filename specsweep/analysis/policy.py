@@ -62,9 +62,22 @@ class Policy:
             f"use {self.variant} up to concurrency {self.up_to}, "
             f"then no speculation from c={self.next_level}"
         )
-        if self.pivot is not None and self.pivot.kind == "crosses":
-            rule += f" (its throughput crosses the baseline's at c≈{self.pivot.concurrency:.3g})"
+        crossing = self.switch_crossing()
+        if crossing is not None:
+            rule += f" (its throughput crosses the baseline's at c≈{crossing:.3g})"
         return rule
+
+    def switch_crossing(self) -> float | None:
+        """The interpolated crossing between the last level with and the first without speculation.
+
+        Not simply the pivot: with several crossings (or a traffic mix that
+        ignores low levels) the policy may switch at a later crossing.
+        """
+        if self.pivot is None or self.up_to is None or self.next_level is None:
+            return None
+        downs = [c for c, d in self.pivot.crossings if d == "down"]
+        inside = [c for c in downs if self.up_to <= c <= self.next_level]
+        return inside[0] if inside else None
 
     def line(self) -> str:
         """The rule with what it gains, in one paragraph."""
@@ -131,7 +144,7 @@ def speculation_policy(
             )
     candidates = pd.DataFrame(rows)
     best = candidates.loc[candidates["throughput"].idxmax()]  # first max: simplest rule wins ties
-    variant = best["variant"]
+    variant = None if pd.isna(best["variant"]) else str(best["variant"])
     up_to = None if variant is None else int(best["up_to"])
     later = [int(c) for c in table.index if up_to is not None and c > up_to]
     chosen = (

@@ -13,8 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsweep.analysis.answer import Answer
+from specsweep.analysis.levels import baseline_name
 from specsweep.report.plots import FIGURES, render_plots
-from specsweep.report.tables import Table, all_tables
+from specsweep.report.tables import (
+    Table,
+    all_tables,
+    failures_table,
+    pivot_table,
+    policy_table,
+    throughput_table,
+)
 
 CSS = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222;
@@ -165,3 +173,62 @@ def write_report(answer: Answer, out_dir: Path) -> ReportFiles:
 def default_report_dir(results_root: Path, run_id: str) -> Path:
     """Reports live beside the tables they came from: <results>/reports/<run_id>/."""
     return results_root / "reports" / run_id
+
+
+def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
+    """The short answer for a Prefect artifact: headline, policy, throughput and pivots."""
+    lines = [f"## specsweep answer: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    warning = simulated_warning(answer)
+    if warning:
+        lines += [f"> {warning}", ""]
+    tables = [policy_table(answer), pivot_table(answer) if answer.pivots else None]
+    if not answer.throughput.empty:
+        tables.append(throughput_table(answer))
+    tables.append(failures_table(answer))
+    for table in tables:
+        if table is not None:
+            lines += _md_table(table)
+    if report_path is not None:
+        lines.append(f"Full report with plots: `{report_path}`")
+    return "\n".join(lines) + "\n"
+
+
+def level_records(answer: Answer) -> list[dict[str, object]]:
+    """One flat row per measured level, for a table artifact (JSON-safe values)."""
+    best = answer.best.set_index("concurrency")
+    base = best.get("baseline_throughput")
+    cols = [
+        "variant",
+        "concurrency",
+        "status",
+        "output_throughput",
+        "ttft_ms_p50",
+        "ttft_ms_p99",
+        "itl_ms_p50",
+        "itl_ms_p99",
+        "accept_length",
+        "repeats",
+        "output_throughput_cv",
+    ]
+    rows = []
+    for rec in answer.levels[cols].to_dict("records"):
+        c = rec["concurrency"]
+        ratio = (rec["output_throughput"] / base[c]) if base is not None and c in base else None
+        rec["speedup_vs_baseline"] = ratio
+        rows.append({k: _json_safe(v) for k, v in rec.items()})
+    return sorted(
+        rows,
+        key=lambda r: (
+            r["variant"] != baseline_name(answer.levels),
+            r["variant"],
+            r["concurrency"],
+        ),
+    )
+
+
+def _json_safe(value: object) -> object:
+    if hasattr(value, "item"):
+        value = value.item()  # numpy scalar
+    if isinstance(value, float):
+        return None if value != value else round(value, 4)
+    return value

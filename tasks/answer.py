@@ -1,0 +1,96 @@
+"""Publish a finished run's answer to the Prefect UI: results table, verdict, report link.
+
+Call `publish_answer(results_dir, run_id)` from a flow after the sweep has
+written its levels (the sweep flows and nightly-regression do). It reads
+Parquet only, so it is safe to re-run on a retry: it re-renders the same
+report from the same data and publishes new versions of the same artifact keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+
+from specsweep.analysis.answer import analyze_run
+from specsweep.analysis.params import LatencySLO, TrafficMix
+from specsweep.report.render import (
+    answer_markdown,
+    default_report_dir,
+    headline,
+    level_records,
+    write_report,
+)
+from specsweep.results.store import ResultsStore
+
+# Artifact keys (Prefect keeps every version of a key: the UI shows its history across runs).
+RESULTS_KEY = "specsweep-results"
+ANSWER_KEY = "specsweep-answer"
+REPORT_KEY = "specsweep-report"
+
+
+def report_link(html: Path, results_dir: Path, base_url: str | None) -> str:
+    """file:// URI of the report, or base_url + its path under the results root when served."""
+    if base_url:
+        relative = html.resolve().relative_to(results_dir.resolve())
+        return base_url.rstrip("/") + "/" + relative.as_posix()
+    return html.resolve().as_uri()
+
+
+@task(name="publish-answer", cache_policy=NO_CACHE)
+def publish_answer(
+    results_dir: Path,
+    run_id: str,
+    traffic: TrafficMix | None = None,
+    slo: LatencySLO | None = None,
+    report_dir: Path | None = None,
+    report_base_url: str | None = None,
+) -> dict[str, Any]:
+    """Write the run's report and publish it as artifacts.
+
+    Args:
+        results_dir: Results root holding the run's Parquet files.
+        run_id: The run to answer for.
+        traffic: Traffic mix the policy is scored on (default uniform over levels).
+        slo: Optional p99 TTFT/ITL limits the best variant and the policy must meet.
+        report_dir: Where to write report.html/report.md (default <results>/reports/<run_id>).
+        report_base_url: URL at which results_dir is served, to link the report over HTTP.
+
+    Returns: run_id, policy (the one-line answer), pivots (variant -> description),
+    report_html and report_markdown paths, and the artifact keys.
+    """
+    logger = get_run_logger()
+    results_dir = Path(results_dir)
+    answer = analyze_run(ResultsStore(results_dir), run_id, traffic, slo)
+    files = write_report(answer, report_dir or default_report_dir(results_dir, run_id))
+    line = headline(answer)
+    create_table_artifact(
+        level_records(answer),
+        key=RESULTS_KEY,
+        description=f"run {run_id}: every measured level (throughput tok/s, latency ms)",
+    )
+    create_markdown_artifact(
+        answer_markdown(answer, files.html), key=ANSWER_KEY, description=f"run {run_id}: {line}"
+    )
+    create_link_artifact(
+        report_link(files.html, results_dir, report_base_url),
+        link_text=f"specsweep report for run {run_id} ({files.html})",
+        key=REPORT_KEY,
+        description=f"run {run_id}: plots and tables, one self-contained HTML file",
+    )
+    logger.info("%s\nreport: %s", line, files.html)
+    return {
+        "run_id": run_id,
+        "policy": line,
+        "pivots": {v: p.describe() for v, p in answer.pivots.items()},
+        "report_html": str(files.html),
+        "report_markdown": str(files.markdown),
+        "artifacts": [RESULTS_KEY, ANSWER_KEY, REPORT_KEY],
+    }

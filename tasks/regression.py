@@ -1,0 +1,49 @@
+"""Judge a stored run against its history, publish the verdict, announce regressions as events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.events import Event, emit_event
+
+from specsweep.analysis.params import RegressionPolicy
+from specsweep.analysis.regression import RegressionReport, judge_stored_run, verdict_markdown
+from specsweep.results.store import ResultsStore
+
+REGRESSION_EVENT = "specsweep.regression.detected"
+VERDICT_KEY = "specsweep-regression-verdict"
+
+
+@task(name="judge-regression", cache_policy=NO_CACHE)
+def judge_regression(
+    results_dir: Path, run_id: str, policy: RegressionPolicy | None = None
+) -> RegressionReport:
+    """Every judged number of the run against the runs before it; the verdict as an artifact."""
+    logger = get_run_logger()
+    report = judge_stored_run(ResultsStore(results_dir), run_id, policy)
+    create_markdown_artifact(
+        verdict_markdown(report), key=VERDICT_KEY, description=report.headline()
+    )
+    (logger.error if report.regressed else logger.info)("%s", report.message())
+    return report
+
+
+def emit_regression_event(report: RegressionReport) -> Event | None:
+    """`specsweep.regression.detected` on the run's resource, for automations to notify on.
+
+    Emitted inside the flow run, so Prefect relates it to the flow run (and its
+    deployment) and an automation can link back to it.
+    """
+    targets = sorted({str(t) for t in report.regressions["target"]})
+    return emit_event(
+        event=REGRESSION_EVENT,
+        resource={
+            "prefect.resource.id": f"specsweep.run.{report.run_id}",
+            "prefect.resource.name": report.run_id,
+            "specsweep.target": ",".join(targets),
+        },
+        payload=report.event_payload(),
+    )

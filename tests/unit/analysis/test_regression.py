@@ -1,0 +1,213 @@
+"""Nightly verdicts on a synthetic history: stable nights, a real 8% drop, noise that is not one."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from specsweep.analysis import RegressionPolicy, compare_runs, judge_run, judge_stored_run
+from specsweep.results.store import ResultsStore
+from tests.synthetic_levels import SPEC, baseline_tput, frame, level_row, night, write
+
+QUIET = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.01]  # +-1% night to night
+NOISY = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94]  # +-5% night to night
+
+
+def nights(multipliers: list[float], levels=(1, 8), **kw) -> list[dict]:
+    rows = []
+    for i, m in enumerate(multipliers):
+        run_id, start = night(i)
+        for c in levels:
+            rows.append(
+                level_row(run_id, "baseline", c, baseline_tput(c) * m, started_at=start, **kw)
+            )
+            rows.append(
+                level_row(run_id, SPEC, c, baseline_tput(c) * 1.2 * m, started_at=start, **kw)
+            )
+    return rows
+
+
+def tonight(spec_c8: float = 1.0, i: int = 7, **kw) -> tuple[str, list[dict]]:
+    """Tonight's run: everything at its usual level, SPEC at c=8 multiplied by spec_c8."""
+    run_id, start = night(i)
+    rows = []
+    for c in (1, 8):
+        m = spec_c8 if c == 8 else 1.0
+        rows.append(level_row(run_id, "baseline", c, baseline_tput(c), started_at=start, **kw))
+        rows.append(level_row(run_id, SPEC, c, baseline_tput(c) * 1.2 * m, started_at=start, **kw))
+    return run_id, rows
+
+
+def verdict(report, variant: str, c: int, metric: str = "output_throughput") -> str:
+    v = report.verdicts
+    sel = v[(v["variant"] == variant) & (v["concurrency"] == c) & (v["metric"] == metric)]
+    return sel["verdict"].item()
+
+
+def test_stable_nights_then_a_real_8pct_drop_is_a_regression_naming_the_metric():
+    run_id, rows = tonight(spec_c8=0.92)
+    report = judge_run(frame(nights(QUIET) + rows), run_id)
+    assert report.regressed
+    assert verdict(report, SPEC, 8) == "regression"
+    assert verdict(report, SPEC, 1) == "ok"
+    assert verdict(report, "baseline", 8) == "ok"
+    row = report.regressions.iloc[0]
+    assert row["change"] == pytest.approx(0.92 / 1.0 - 1)  # the median of QUIET is 1.0
+    assert row["n_history"] == 7
+    message = report.message()
+    assert f"{SPEC} c=8 (gpu-host) output_throughput" in message
+    assert "-8.0%" in message
+    assert report.event_payload()["metrics"] == ["output_throughput"]
+
+
+def test_the_same_drop_inside_a_noisy_history_is_noise():
+    run_id, rows = tonight(spec_c8=0.92)
+    report = judge_run(frame(nights(NOISY) + rows), run_id)
+    assert verdict(report, SPEC, 8) == "ok"
+    assert not report.regressed
+
+
+def test_a_noisy_night_below_the_minimum_change_never_pages():
+    # 3% down against a +-1% history: many MADs, but under the 5% floor.
+    run_id, rows = tonight(spec_c8=0.97)
+    report = judge_run(frame(nights(QUIET) + rows), run_id)
+    assert verdict(report, SPEC, 8) == "ok"
+    assert report.verdicts.loc[report.verdicts["variant"] == SPEC, "robust_z"].abs().max() > 4
+
+
+def test_tonights_own_repeat_spread_widens_the_noise():
+    run_id, rows = tonight(spec_c8=0.92, repeats=3, cv=0.05)
+    report = judge_run(frame(nights(QUIET) + rows), run_id)
+    assert verdict(report, SPEC, 8) == "ok"  # 8% < 4 x 5% run-to-run spread
+
+
+def test_an_improvement_is_reported_not_failed():
+    run_id, rows = tonight(spec_c8=1.15)
+    report = judge_run(frame(nights(QUIET) + rows), run_id)
+    assert verdict(report, SPEC, 8) == "improvement"
+    assert not report.regressed
+    assert "improved:" in report.message()
+
+
+def test_latency_regression_and_its_environment_change():
+    run_id, rows = tonight(sglang_version="0.5.10")
+    for r in rows:
+        if r["variant"] == SPEC and r["concurrency"] == 8:
+            r["itl_ms_p50"] *= 1.3
+    report = judge_run(frame(nights(QUIET) + rows), run_id)
+    assert verdict(report, SPEC, 8, "itl_ms_p50") == "regression"
+    assert verdict(report, SPEC, 8, "output_throughput") == "ok"
+    assert report.environment["sglang_version"] == ("0.5.9", "0.5.10")
+    assert "sglang_version: 0.5.9 -> 0.5.10" in report.message()
+    assert report.regressions.iloc[0]["environment"] == "sglang_version: 0.5.9 -> 0.5.10"
+
+
+def test_history_window_and_minimum_history():
+    run_id, rows = tonight(spec_c8=0.92, i=2)
+    report = judge_run(frame(nights(QUIET[:2]) + rows), run_id)
+    assert set(report.verdicts["verdict"]) == {"insufficient history"}
+    assert not report.regressed
+    # Only the last 3 nights count: an old slow era does not hide tonight's drop.
+    old = nights([0.9, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0])
+    run_id, rows = tonight(spec_c8=0.92)
+    report = judge_run(frame(old + rows), run_id, RegressionPolicy(history_runs=3))
+    assert verdict(report, SPEC, 8) == "regression"
+
+
+def test_another_load_shape_is_another_series():
+    history = nights(QUIET, output_len=512)  # different lengths: not this series' history
+    run_id, rows = tonight(spec_c8=0.5)
+    report = judge_run(frame(history + rows), run_id)
+    assert set(report.verdicts["verdict"]) == {"new"}
+
+
+def test_later_runs_are_not_history():
+    run_id, rows = tonight(spec_c8=0.92, i=3)
+    report = judge_run(frame(nights(QUIET) + rows), run_id)  # nights 4..6 came after
+    assert report.history_run_ids == [night(i)[0] for i in range(3)]
+
+
+def test_failed_level_and_failed_variant_are_regressions():
+    run_id, rows = tonight()
+    rows = [r for r in rows if r["variant"] != SPEC]
+    rows.append(level_row(run_id, "baseline", 8, 1.0, started_at=night(7)[1], status="failed"))
+    rows = [
+        r
+        for r in rows
+        if not (r["variant"] == "baseline" and r["status"] == "ok" and r["concurrency"] == 8)
+    ]
+    run = {
+        "failed_variants": [SPEC],
+        "variant_errors": json.dumps({SPEC: "ServerDiedError: CUDA out of memory"}),
+        "config": json.dumps({"load": {"concurrency": [1, 8]}}),
+    }
+    report = judge_run(frame(nights(QUIET) + rows), run_id, runs={run_id: run})
+    failed = report.regressions
+    assert set(zip(failed["variant"], failed["concurrency"], strict=True)) == {
+        ("baseline", 8),
+        (SPEC, 1),
+        (SPEC, 8),
+    }
+    assert "CUDA out of memory" in report.message()
+    lenient = judge_run(
+        frame(nights(QUIET) + rows),
+        run_id,
+        RegressionPolicy(on_failed_level="ignore"),
+        runs={run_id: run},
+    )
+    assert not lenient.regressed
+
+
+def test_policy_validation():
+    with pytest.raises(ValidationError, match="unknown metrics"):
+        RegressionPolicy(metrics=["throughput"])
+    with pytest.raises(ValidationError):
+        RegressionPolicy(mad_threshold=0)
+    assert RegressionPolicy().min_change("ttft_ms_p99") == 0.10
+
+
+def test_judge_stored_run_reads_the_store(tmp_path):
+    store = ResultsStore(tmp_path)
+    run_id, rows = tonight(spec_c8=0.92)
+    write(store, nights(QUIET) + rows)
+    assert judge_stored_run(store, run_id).regressed
+    with pytest.raises(ValueError, match="no level rows"):
+        judge_stored_run(store, "nope")
+
+
+def compare_frames(b_mult: float, repeats_a=None, repeats_b=None, cv=0.02):
+    a = [level_row("a", SPEC, 8, 1000.0, repeats=repeats_a, cv=cv if repeats_a else None)]
+    b = [
+        level_row(
+            "b",
+            SPEC,
+            8,
+            1000.0 * b_mult,
+            repeats=repeats_b,
+            itl_p99=6.0,
+            cv=cv if repeats_b else None,
+        )
+    ]
+    return compare_runs(frame(a), frame(b)).iloc[0]
+
+
+@pytest.mark.parametrize(
+    ("mult", "ra", "rb", "expected"),
+    [
+        (1.10, 4, 4, "faster"),  # noise: hypot(0.02/2, 0.02/2) = 1.4%; 10% >> 2 x 1.4%
+        (0.90, 4, 4, "slower"),
+        (1.02, 4, 4, "within noise"),
+        (1.02, 4, None, "within noise"),  # A's noise stands for B's
+        (1.30, None, None, "noise unknown"),  # never called significant without repeats
+    ],
+)
+def test_compare_runs_verdicts(mult, ra, rb, expected):
+    row = compare_frames(mult, ra, rb)
+    assert row["change"] == pytest.approx(mult - 1)
+    assert row["verdict"] == expected
+    assert row["itl_ms_p99_change"] == pytest.approx(0.2)
+    if expected == "noise unknown":
+        assert pd.isna(row["noise"])
