@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +65,18 @@ def sim_config_data(tmp_path: Path, port: int, **sections: Any) -> dict[str, Any
 @pytest.fixture
 def sim_config(tmp_path: Path, port: int):
     return parse_config(sim_config_data(tmp_path, port))
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real OpenSSH server on 127.0.0.1 (key auth, its own known_hosts), one per session."""
+    from tests.sshd import start_sshd, why_unavailable
+
+    reason = why_unavailable()
+    if reason is not None:
+        if os.environ.get("SPECSWEEP_REQUIRE_SSHD") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
