@@ -294,16 +294,12 @@ def accept_length_figure(answer: Answer) -> Figure:
     ceilings = answer.levels.drop_duplicates("variant").set_index("variant")["num_draft_tokens"]
     x = np.arange(len(table.columns))
     means = table.mean().to_numpy()
-    lows, highs = means - table.min().to_numpy(), table.max().to_numpy() - means
-    bars = ax.bar(
-        x,
-        means,
-        width=0.6,
-        yerr=[lows, highs],
-        capsize=4,
-        ecolor="#444444",
-        color=[palette.get(v, "#888888") for v in table.columns],
-    )
+    bars = ax.bar(x, means, width=0.6, color=[palette.get(v, "#888888") for v in table.columns])
+    # The range over levels, drawn by hand: errorbar's 2xN yerr trips a NumPy deprecation.
+    lows, highs = table.min().to_numpy(), table.max().to_numpy()
+    ax.vlines(x, lows, highs, color="#444444", linewidth=1.2, zorder=4)
+    for edge in (lows, highs):
+        ax.hlines(edge, x - 0.06, x + 0.06, color="#444444", linewidth=1.2, zorder=4)
     for rect, mean in zip(bars, means, strict=True):
         ax.annotate(
             f"{mean:.2f}",
