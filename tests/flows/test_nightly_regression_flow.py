@@ -106,3 +106,14 @@ def test_the_derived_run_id_survives_a_flow_retry():
 
     flaky()
     assert len(seen) == 2 and seen[0] == seen[1]
+
+
+def test_a_first_night_on_the_simulator_measures_and_has_nothing_to_compare(tmp_path, port):
+    config = parse_config(sim_config_data(tmp_path, port))
+    result = nightly_regression(config)
+    run_id = result["run_id"]
+    levels = ResultsStore(config.results_dir).read_levels(run_id)
+    assert len(levels) == 4  # baseline and SPEC at c=1 and c=4, measured tonight
+    assert result["regressed"] is False
+    assert result["verdict"].startswith(f"run {run_id}: no regression (12 new)")
+    assert (tmp_path / "results" / "reports" / run_id / "report.html").exists()
