@@ -22,6 +22,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 
 from flows.matrix_sweep import matrix_sweep
+from flows.nightly_regression import nightly_regression
 from flows.step_sweep import step_sweep
 from flows.topk_sweep import topk_sweep
 from specsweep.config import SweepConfig
@@ -58,6 +59,13 @@ CATALOGUE: tuple[DeploymentEntry, ...] = (
         flow=matrix_sweep,
         description="Every sweep section of the config plus its explicit variants.",
         tags=("specsweep", "matrix-sweep"),
+    ),
+    DeploymentEntry(
+        name="nightly-regression",
+        flow=nightly_regression,
+        description="The config's sweep every night, judged against its own history.",
+        tags=("specsweep", "nightly"),
+        nightly=True,
     ),
 )
 

@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from flows.benchmark_variant import benchmark_variant
+from flows.benchmark_variant import benchmark_variant, kill_recorded_servers
 from specsweep.config import SweepConfig, Variant
 from specsweep.errors import SpecsweepError
 from specsweep.plan import sweep_variants
@@ -43,6 +43,15 @@ class SweepFailed(SpecsweepError):
             f"run {self.run_id}: variants failed: {', '.join(self.failed)} "
             "(their measured levels are kept)"
         )
+
+
+# A worker or `serve` runs these for the flow run it deployed, the sweep, not for its
+# benchmark-variant subflows: when it cancels (SIGTERM, then SIGKILL) the sweep's
+# process, neither the subflow's `finally` nor its own hooks may get to run.
+STOP_SERVERS_HOOKS = {
+    "on_cancellation": [kill_recorded_servers],
+    "on_crashed": [kill_recorded_servers],
+}
 
 
 def run_config() -> SweepConfig:
@@ -99,7 +108,7 @@ def _run_name() -> str:
     return f"matrix-sweep/{config.target.name}/{shown}"
 
 
-@flow(name="matrix-sweep", flow_run_name=_run_name)
+@flow(name="matrix-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def matrix_sweep(
     config: SweepConfig, run_id: str | None = None, force: bool = False
 ) -> dict[str, Any]:

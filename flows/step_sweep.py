@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows.matrix_sweep import SweepFailed, run_config, run_sweep
+from flows.matrix_sweep import STOP_SERVERS_HOOKS, SweepFailed, run_config, run_sweep
 from specsweep.config import SweepConfig
 from specsweep.plan import sweep_variants
 
@@ -19,7 +19,7 @@ def _run_name() -> str:
     return f"step-sweep/{config.target.name}/steps={steps}"
 
 
-@flow(name="step-sweep", flow_run_name=_run_name)
+@flow(name="step-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def step_sweep(
     config: SweepConfig, run_id: str | None = None, force: bool = False
 ) -> dict[str, Any]:

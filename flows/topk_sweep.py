@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows.matrix_sweep import run_config, run_sweep
+from flows.matrix_sweep import STOP_SERVERS_HOOKS, run_config, run_sweep
 from specsweep.config import SweepConfig
 from specsweep.plan import sweep_variants
 
@@ -17,7 +17,7 @@ def _run_name() -> str:
     return f"topk-sweep/{config.target.name}/topk={topk}"
 
 
-@flow(name="topk-sweep", flow_run_name=_run_name)
+@flow(name="topk-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def topk_sweep(
     config: SweepConfig, run_id: str | None = None, force: bool = False
 ) -> dict[str, Any]:

@@ -1,0 +1,128 @@
+"""Deployments on a real Prefect server with a real process worker, driven by the CLI.
+
+What a user does from a terminal or a CI job: `prefect deployment run ... --watch`
+(exit code = the run's outcome), the nightly schedule as registered, and a
+cancelled sweep that must leave no server process behind (issue 5).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from specsweep.schedule import NIGHTLY_CRON, NIGHTLY_TIMEZONE
+from specsweep.targets.state import LaunchState
+from tests.e2e.conftest import TARGET, PrefectStack, as_param, flow_run_id
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def port_answers(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_step_sweep_from_the_cli_watches_the_run_to_completion(prefect_stack: PrefectStack):
+    # The deployment's defaults (from `specsweep deploy -c sweep.yaml`) plus one --param.
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep",
+        "--param", "run_id=cli-run", "--watch", "--watch-timeout", "150",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Flow run finished successfully in 'Completed'" in proc.stdout
+    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
+    assert run["state_type"] == "COMPLETED"
+    assert run["name"] == f"step-sweep/{TARGET}/steps=2"
+    levels = pd.read_parquet(prefect_stack.project / "results" / "levels" / "cli-run")
+    assert sorted(zip(levels["variant"], levels["concurrency"], strict=True)) == [
+        ("baseline", 1), ("baseline", 2), ("eagle3-s2-k1-d3", 1), ("eagle3-s2-k1-d3", 2),
+    ]  # fmt: skip
+    assert set(levels["status"]) == {"ok"} and set(levels["target"]) == {TARGET}
+    assert (levels["output_throughput"] > 0).all()
+    runs = pd.read_parquet(prefect_stack.project / "results" / "runs")
+    assert runs.set_index("run_id").at["cli-run", "status"] == "completed"
+
+
+def test_a_failed_run_makes_the_cli_exit_non_zero(prefect_stack: PrefectStack, tmp_path):
+    # A config without a step_sweep section: the flow fails before launching anything.
+    data = prefect_stack.sweep_config(tmp_path)
+    del data["step_sweep"]
+    data["variants"] = [{}]
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
+        "--watch", "--watch-timeout", "120",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Flow run finished in state 'Failed'" in proc.stdout
+    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
+    assert run["state_type"] == "FAILED"
+    assert "needs a step_sweep section" in run["state"]["message"]
+
+
+def test_the_nightly_schedule_is_registered_with_its_cron_and_timezone(
+    prefect_stack: PrefectStack,
+):
+    deployment = prefect_stack.get("/deployments/name/nightly-regression/nightly-regression")
+    [entry] = deployment["schedules"]
+    assert entry["schedule"]["cron"] == NIGHTLY_CRON == "0 2 * * *"
+    assert entry["schedule"]["timezone"] == NIGHTLY_TIMEZONE == "Europe/Berlin"
+    assert entry["active"] is True and deployment["paused"] is False
+    assert deployment["parameters"]["config"]["target"]["name"] == TARGET
+    for name in ("step-sweep", "topk-sweep", "matrix-sweep"):
+        assert prefect_stack.get(f"/deployments/name/{name}/{name}")["schedules"] == []
+
+
+def test_cancelling_a_sweep_leaves_no_server_running(prefect_stack: PrefectStack, tmp_path):
+    """Issue 5: cancel through the API while a server runs; nothing may survive it."""
+    # Its own target, so the slot its killed process leaves leased blocks no other test;
+    # creating that target's limit is part of what a user does for a new host.
+    data = prefect_stack.sweep_config(
+        tmp_path,
+        target="e2e-cancel-host",
+        load={"concurrency": [1], "output_len": 256, "requests_per_level": 500},
+    )
+    data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "1"  # a level that runs for minutes
+    port = data["server"]["port"]
+    (tmp_path / "cancel.yaml").write_text(yaml.safe_dump(data))
+    limit = prefect_stack.cli("specsweep", "limits", "create", "-c", str(tmp_path / "cancel.yaml"))
+    assert "specsweep-target-e2e-cancel-host: created (limit 1)" in limit.stdout, limit.stderr
+    state = LaunchState(tmp_path / "work" / "launched.json")
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data)
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_id = flow_run_id(proc.stdout)
+
+    deadline = time.monotonic() + 90
+    while not (state.entries() and port_answers(port)):
+        assert time.monotonic() < deadline, prefect_stack.get(f"/flow_runs/{run_id}")["state"]
+        time.sleep(0.3)
+    recorded = [(e["pid"], e["pgid"]) for e in state.entries()]
+    server_procs = [psutil.Process(pid) for pid, _ in recorded]
+    server_procs += [c for p in server_procs for c in p.children(recursive=True)]
+    assert server_procs
+
+    cancel = prefect_stack.cli("prefect", "flow-run", "cancel", run_id)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    run = prefect_stack.wait_state(run_id, {"CANCELLED", "FAILED", "CRASHED", "COMPLETED"}, 90)
+    assert run["state_type"] == "CANCELLED", run["state"]
+
+    deadline = time.monotonic() + 15  # the hook kills; give the kernel a moment to reap
+    while survivors := [p.pid for p in server_procs if alive(p)]:
+        assert time.monotonic() < deadline, f"server processes survived the cancel: {survivors}"
+        time.sleep(0.2)
+    assert not port_answers(port)
+    assert state.entries() == []  # the launch record is cleared, nothing to kill next time
