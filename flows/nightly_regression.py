@@ -19,7 +19,7 @@ from flows.matrix_sweep import SweepFailed, matrix_sweep, run_config
 from specsweep.analysis.params import RegressionPolicy
 from specsweep.config import SweepConfig
 from specsweep.errors import SpecsweepError
-from specsweep.results.store import new_run_id
+from specsweep.results.store import ResultsStore, new_run_id
 from tasks.answer import publish_answer
 from tasks.regression import emit_regression_event, judge_regression
 
@@ -75,16 +75,16 @@ def nightly_regression(
     except SweepFailed as exc:  # judged below: a variant that failed is a verdict of its own
         logger.warning("%s; judging what was measured", exc)
     report = judge_regression(config.results_dir, run_id, policy)
-    answer = publish_answer(config.results_dir, run_id)
     result = {
         "run_id": run_id,
         "regressed": report.regressed,
         "verdict": report.headline(),
         "regressions": report.event_payload()["regressions"],
         "improvements": len(report.improvements),
-        "policy": answer["policy"],
-        "report_html": answer["report_html"],
     }
+    if not ResultsStore(config.results_dir).read_levels(run_id).empty:  # something was measured
+        answer = publish_answer(config.results_dir, run_id)
+        result |= {"policy": answer["policy"], "report_html": answer["report_html"]}
     if report.regressed:
         emit_regression_event(report)
         raise RegressionDetected(run_id, report.message())

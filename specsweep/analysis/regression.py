@@ -153,9 +153,14 @@ def judge_run(
     policy = policy or RegressionPolicy()
     runs = runs or {}
     order = _run_order(levels)
-    if run_id not in order:
+    if run_id in order:
+        earlier = order[: order.index(run_id)]
+    elif runs.get(run_id):  # nothing measured (every variant failed): judge against all before
+        started = pd.Timestamp(runs[run_id]["started_at"])
+        firsts = levels.groupby("run_id")["started_at"].min()
+        earlier = [r for r in order if pd.notna(firsts[r]) and firsts[r] < started]
+    else:
         raise ValueError(f"run {run_id} has no level rows in this results store")
-    earlier = order[: order.index(run_id)]
     history = levels[levels["run_id"].isin(earlier) & (levels["status"] == "ok")]
     tonight = levels[levels["run_id"] == run_id]
     rank = {r: i for i, r in enumerate(earlier)}
@@ -276,7 +281,7 @@ def judge_stored_run(
 ) -> RegressionReport:
     """judge_run on a results store: reads every run's levels and the runs table."""
     levels = store.read_levels()
-    runs = {r: store.read_run(r) for r in levels["run_id"].unique()}
+    runs = {r: store.read_run(r) for r in {*levels["run_id"].unique(), run_id}}
     return judge_run(levels, run_id, policy, {k: v for k, v in runs.items() if v})
 
 

@@ -211,3 +211,17 @@ def test_compare_runs_verdicts(mult, ra, rb, expected):
     assert row["itl_ms_p99_change"] == pytest.approx(0.2)
     if expected == "noise unknown":
         assert pd.isna(row["noise"])
+
+
+def test_a_night_where_nothing_was_measured_is_judged_from_the_runs_table():
+    run_id, start = night(7)
+    run = {
+        "started_at": start,
+        "failed_variants": ["baseline", SPEC],
+        "variant_errors": json.dumps({"baseline": "HealthTimeout", SPEC: "HealthTimeout"}),
+        "config": json.dumps({"load": {"concurrency": [1, 8]}}),
+    }
+    report = judge_run(frame(nights(QUIET)), run_id, runs={run_id: run})
+    assert report.regressed
+    assert len(report.regressions) == 4  # both variants at both levels
+    assert report.history_run_ids[-1] == night(6)[0]
