@@ -5,7 +5,12 @@ simulator crashes CRASH_AFTER_S into loading; a watcher thread timestamps the
 process's death (polling every millisecond), and the script reports how long
 after it `wait_until_ready` raised ServerDiedError, over several trials.
 
-    .venv/bin/python benchmarks/crash_detection.py [--trials 10]
+    .venv/bin/python benchmarks/crash_detection.py [--trials 10] [--ssh]
+
+``--ssh`` runs the same trials on an SSH target: a real sshd on 127.0.0.1
+started for the run (tests/sshd.py; needs openssh-server), once with the wait
+on the host (drive_from=target, the default) and once from here
+(drive_from=orchestrator, liveness polled over SSH every 0.5 s).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -31,10 +37,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def one_trial(workdir: Path, phase: str) -> tuple[float, float]:
+def one_trial(workdir: Path, phase: str, target: dict | None = None) -> tuple[float, float]:
     config = parse_config(
         {
-            "target": {"workdir": str(workdir)},
+            "target": target or {"workdir": str(workdir)},
             "server": {
                 "backend": "simulator",
                 "model_path": "sim/m",
@@ -75,18 +81,38 @@ def one_trial(workdir: Path, phase: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--ssh", action="store_true", help="also over SSH (local sshd)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for phase in ("load", "warmup"):
-            delays, totals = zip(
-                *(one_trial(Path(tmp), phase) for _ in range(args.trials)), strict=True
-            )
-            print(
-                f"crash during {phase:6s}: detected {statistics.median(delays) * 1000:6.1f} ms "
-                f"(median), {max(delays) * 1000:6.1f} ms (max) after the process died; "
-                f"wait ended {statistics.median(totals):.2f} s after it began "
-                f"(n={args.trials})"
-            )
+        targets: list[tuple[str, dict | None]] = [("local", None)]
+        sshd = None
+        if args.ssh:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.sshd import start_sshd
+
+            sshd = start_sshd(Path(tmp) / "sshd")
+            remote = Path(tmp) / "remote"
+            targets += [
+                ("ssh", sshd.target(remote)),
+                ("ssh/orch", sshd.target(remote, drive_from="orchestrator")),
+            ]
+        try:
+            for name, target in targets:
+                run_trials(Path(tmp), name, target, args.trials)
+        finally:
+            if sshd is not None:
+                sshd.stop()
+
+
+def run_trials(tmp: Path, name: str, target: dict | None, trials: int) -> None:
+    for phase in ("load", "warmup"):
+        delays, totals = zip(*(one_trial(tmp, phase, target) for _ in range(trials)), strict=True)
+        print(
+            f"{name:8s} crash during {phase:6s}: detected "
+            f"{statistics.median(delays) * 1000:6.1f} ms "
+            f"(median), {max(delays) * 1000:6.1f} ms (max) after the process died; "
+            f"wait ended {statistics.median(totals):.2f} s after it began (n={trials})"
+        )
 
 
 if __name__ == "__main__":

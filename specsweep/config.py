@@ -16,7 +16,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -164,7 +166,17 @@ class SshTarget(_TargetBase):
         return f"{user}{self.host}:{self.port}"
 
 
-Target = Annotated[LocalTarget | SshTarget, Field(discriminator="kind")]
+def _target_kind(value: object) -> str:
+    """A target section without `kind` is the local machine, as before SSH targets existed."""
+    if isinstance(value, dict):
+        return str(value.get("kind", "local"))
+    return str(getattr(value, "kind", "local"))
+
+
+Target = Annotated[
+    Annotated[LocalTarget, Tag("local")] | Annotated[SshTarget, Tag("ssh")],
+    Discriminator(_target_kind),
+]
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

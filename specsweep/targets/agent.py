@@ -113,6 +113,29 @@ def op_alive(p: dict[str, Any], emit: Emit) -> Any:
     return process.is_running(int(p["handle"]["pid"]), float(p["handle"]["create_time"]))
 
 
+def op_watch(p: dict[str, Any], emit: Emit) -> Any:
+    """Stream liveness and the log's last lines until the server dies (or max_s passes).
+
+    One long-lived command instead of a remote process per check: a crash is seen
+    within `interval_s`, and a closed channel ends the watch at its next write.
+    """
+    import time
+
+    from specsweep.targets import process
+    from specsweep.targets.local import tail_file
+
+    h = p["handle"]
+    interval, end = float(p.get("interval_s", 0.1)), time.monotonic() + float(p["max_s"])
+    while time.monotonic() < end:
+        alive = process.is_running(int(h["pid"]), float(h["create_time"]))
+        lines = tail_file(Path(h["log_path"]), 10 if alive else 30)  # 30: the error's tail
+        emit({"event": "progress", "alive": alive, "lines": lines})
+        if not alive:
+            return False
+        time.sleep(interval)
+    return True
+
+
 def op_kill_op(p: dict[str, Any], emit: Emit) -> Any:
     """Stop what an earlier command left running after its connection was lost."""
     import psutil
@@ -142,6 +165,7 @@ OPS: dict[str, Callable[[dict[str, Any], Emit], Any]] = {
     "stop": op_stop,
     "tail": op_tail,
     "alive": op_alive,
+    "watch": op_watch,
     "kill-op": op_kill_op,
 }
 

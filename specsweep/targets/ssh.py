@@ -14,7 +14,6 @@ import io
 import json
 import math
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,22 +92,30 @@ class SshHost(SshSession):
     def _wait_from_here(
         self, handle: ServerHandle, server: ServerSpec, on_progress: ReadyProgress | None
     ) -> ReadyReport:
-        last = {"t": 0.0, "alive": True}
+        """Health polled from here; liveness and log lines streamed from the host."""
+        payload = {**self._handle_payload(handle), "max_s": server.startup_timeout_s + 60.0}
+        with self.stream_agent("watch", payload, server.startup_timeout_s + 90.0) as watch:
 
-        def alive() -> bool:  # one remote check per half second at most
-            now = time.monotonic()
-            if now - last["t"] >= 0.5:
-                last["alive"] = bool(self.agent("alive", self._handle_payload(handle)))
-                last["t"] = now
-            return bool(last["alive"])
+            def alive() -> bool:
+                if watch.latest.get("alive") is False:
+                    return False
+                if watch.ended.is_set():  # the watch itself was lost: ask once more
+                    return bool(self.agent("alive", self._handle_payload(handle)))
+                return True
 
-        return wait_until_ready(
-            self.orchestrator_url(server),
-            is_alive=alive,
-            tail_log=lambda n: self.tail(handle, n),
-            timeout_s=server.startup_timeout_s,
-            on_progress=on_progress,
-        )
+            def tail(n: int) -> list[str]:
+                lines = list(watch.latest.get("lines", []))
+                if watch.latest.get("alive") is False or (n <= 10 and not watch.ended.is_set()):
+                    return lines[-n:]
+                return self.tail(handle, n)
+
+            return wait_until_ready(
+                self.orchestrator_url(server),
+                is_alive=alive,
+                tail_log=tail,
+                timeout_s=server.startup_timeout_s,
+                on_progress=on_progress,
+            )
 
     def orchestrator_url(self, server: ServerSpec) -> str:
         return server.url_via(self.target.host if server.host in WILDCARD_HOSTS else server.host)

@@ -22,7 +22,8 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,31 @@ class _Lines(io.TextIOBase):
         if self._buf:
             self._line(self._buf)
             self._buf = ""
+
+
+class AgentStream(threading.Thread):
+    """Reads an agent's JSON lines from a channel: the newest progress event, the end."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        super().__init__(daemon=True)
+        self.channel = channel
+        self.latest: dict[str, Any] = {}
+        self.final: dict[str, Any] = {}
+        self.ended = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        try:
+            for line in self.channel.makefile("r"):
+                event = _event(line) if line.strip() else {}
+                if event.get("event") == "progress":
+                    self.latest = event
+                elif event:
+                    self.final = event
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        finally:
+            self.ended.set()
 
 
 class SshSession:
@@ -371,6 +397,23 @@ class SshSession:
         if final.get("event") == "error":
             raise rebuild_error(final, self.target.host)
         raise RemoteError(f"{self.target.address}: agent {op} ended without an answer")
+
+    @contextmanager
+    def stream_agent(
+        self, op: str, payload: Mapping[str, Any], timeout_s: float
+    ) -> Iterator[AgentStream]:
+        """A long-running agent operation whose events are read in the background."""
+        op_id = uuid.uuid4().hex
+        data = base64.b64encode(json.dumps(payload).encode()).decode()
+        args = ["-m", "specsweep.targets.agent", op, "--payload", data]
+        command = self._python_command(args, op_id, timeout_s)
+        channel = self.connection().transport.open_session()
+        channel.exec_command(command)
+        stream = AgentStream(channel)
+        try:
+            yield stream
+        finally:
+            channel.close()  # the agent's next write fails and it exits; the reader sees EOF
 
     def _kill_op(self, op_id: str) -> None:
         try:
