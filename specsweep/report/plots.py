@@ -237,7 +237,7 @@ def speedup_figure(answer: Answer) -> Figure:
 def latency_figure(answer: Answer) -> Figure:
     """TTFT and ITL, p50 and p99, per variant; the SLO limits drawn on the p99 panels."""
     base = baseline_name(answer.levels)
-    fig = _figure(answer, "Latency vs concurrency", size=(10.0, 7.2))
+    fig = _figure(answer, "Latency vs concurrency", size=(8.0, 6.6))
     axes = fig.subplots(2, 2, sharex=True)
     slo = answer.slo if answer.slo is not None and answer.slo.active else None
     panels = [
