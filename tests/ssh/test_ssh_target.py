@@ -12,7 +12,13 @@ import pytest
 
 from specsweep import pipeline
 from specsweep.config_file import parse_config
-from specsweep.errors import ConfigError, ServerDiedError, SshAuthError, SshConnectError
+from specsweep.errors import (
+    ConfigError,
+    ServerDiedError,
+    ServerStartTimeout,
+    SshAuthError,
+    SshConnectError,
+)
 from specsweep.plan import BASELINE
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
@@ -152,5 +158,21 @@ def test_wrong_key_and_closed_port_give_clear_errors(tmp_path, port, sshd):
 
 def test_missing_remote_python_is_a_config_error(tmp_path, port, sshd):
     config = ssh_config(tmp_path, port, sshd, python="/nonexistent/python3")
-    with pytest.raises(ConfigError, match="target.python"):
+    with pytest.raises(ConfigError, match=r"target\.python"):
         pipeline.kill_stale_servers(config)
+
+
+def test_hang_ends_at_the_timeout_with_the_last_log_line(tmp_path, port, sshd):
+    data = sim_config_data(tmp_path, port)
+    data["target"] = sshd.target(tmp_path / "remote")
+    data["server"].update(startup_timeout_s=2)
+    data["server"]["env"]["SPECSWEEP_SIM_LOAD_SECONDS"] = "600"
+    config = parse_config(data)
+    handle = pipeline.launch(config, BASELINE, "hang")
+    try:
+        with pytest.raises(ServerStartTimeout, match="not ready after 2s") as info:
+            pipeline.wait_ready(config, handle)
+        assert info.value.log_tail[0].startswith("# specsweep launch:")  # the remote log
+        assert "server_args=ServerArgs(" in info.value.log_tail[-1]  # its latest line
+    finally:
+        pipeline.teardown(config, handle)
