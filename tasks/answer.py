@@ -38,10 +38,10 @@ REPORT_KEY = "specsweep-report"
 
 def report_link(html: Path, results_dir: Path, base_url: str | None) -> str:
     """file:// URI of the report, or base_url + its path under the results root when served."""
-    if base_url:
+    if base_url and html.resolve().is_relative_to(results_dir.resolve()):
         relative = html.resolve().relative_to(results_dir.resolve())
         return base_url.rstrip("/") + "/" + relative.as_posix()
-    return html.resolve().as_uri()
+    return html.resolve().as_uri()  # also when the report was written outside the results
 
 
 @task(name="publish-answer", cache_policy=NO_CACHE)

@@ -17,6 +17,7 @@ from flows.nightly_regression import RegressionDetected, nightly_regression, nig
 from specsweep.config_file import parse_config
 from specsweep.plan import sweep_variants
 from specsweep.results.store import ResultsStore
+from tasks.answer import report_link
 from tasks.regression import REGRESSION_EVENT
 from tests.conftest import sim_config_data
 from tests.synthetic_levels import SPEC, baseline_tput, level_row, night, write
@@ -117,3 +118,12 @@ def test_a_first_night_on_the_simulator_measures_and_has_nothing_to_compare(tmp_
     assert result["regressed"] is False
     assert result["verdict"].startswith(f"run {run_id}: no regression (12 new)")
     assert (tmp_path / "results" / "reports" / run_id / "report.html").exists()
+
+
+def test_report_link_is_served_under_the_results_root(tmp_path):
+    html = tmp_path / "reports" / "r1" / "report.html"
+    assert report_link(html, tmp_path, "https://ci.example/results/") == (
+        "https://ci.example/results/reports/r1/report.html"
+    )
+    assert report_link(html, tmp_path, None) == html.resolve().as_uri()
+    assert report_link(html, tmp_path / "elsewhere", "https://x/").startswith("file://")
