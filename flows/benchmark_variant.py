@@ -13,6 +13,7 @@ from prefect.states import State
 from specsweep import pipeline
 from specsweep.config import SweepConfig, Variant
 from specsweep.errors import ServerDiedError
+from specsweep.phases import Phases
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from tasks.benchmark import benchmark_level
@@ -62,28 +63,37 @@ def benchmark_variant(
         return []
     rows: list[dict[str, Any]] = []
     handle = None
+    phases = Phases()
     # The target lock spans kill-stale .. teardown: no other flow touches these GPUs meanwhile.
     with target_lock(config):
         try:
             for attempt in range(1, config.server.start_attempts + 1):
-                kill_stale_processes(config, force=force)
-                handle = launch_server(config, variant, ctx.run_id)
-                try:
-                    facts = wait_for_health(config, handle)
-                    break
-                except ServerDiedError as exc:
-                    if not exc.transient or attempt == config.server.start_attempts:
-                        raise
-                    logger.warning(
-                        "%s died of a transient cause (attempt %d of %d); cleaning up and "
-                        "relaunching: %s", variant.label, attempt, config.server.start_attempts,
-                        str(exc).splitlines()[0],
-                    )  # fmt: skip
-                    teardown_server(config, handle)
-                    handle = None
+                with phases.timed("kill_stale_s"):
+                    kill_stale_processes(config, force=force)
+                with phases.timed("launch_to_ready_s"):
+                    handle = launch_server(config, variant, ctx.run_id)
+                    try:
+                        facts = wait_for_health(config, handle)
+                        break
+                    except ServerDiedError as exc:
+                        if not exc.transient or attempt == config.server.start_attempts:
+                            raise
+                        logger.warning(
+                            "%s died of a transient cause (attempt %d of %d); cleaning up "
+                            "and relaunching: %s", variant.label, attempt,
+                            config.server.start_attempts, str(exc).splitlines()[0],
+                        )  # fmt: skip
+                        teardown_server(config, handle)
+                        handle = None
             for concurrency in todo:
-                rows.append(benchmark_level(config, ctx, variant, facts, concurrency))
+                with phases.timed("benchmark_s"):
+                    row = benchmark_level(config, ctx, variant, facts, concurrency)
+                rows.append(row)
+                if row["status"] != "ok":
+                    pipeline.ensure_alive(config, handle, f"the level at concurrency {concurrency}")
         finally:
             if handle is not None:
-                teardown_server(config, handle)
+                with phases.timed("teardown_s"):
+                    teardown_server(config, handle)
+            store.write_phases(ctx.run_id, variant.label, phases.seconds)
     return rows

@@ -18,11 +18,13 @@ from flows.benchmark_variant import benchmark_variant, kill_recorded_servers
 from specsweep.config import SweepConfig, Variant
 from specsweep.errors import SpecsweepError
 from specsweep.plan import sweep_variants
+from specsweep.preflight import check_results_dir
 from specsweep.report_md import summary_markdown
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore, new_run_id
 from specsweep.runs import run_row
 from specsweep.summary import summarize
+from tasks.answer import publish_answer
 
 
 def first_line(exc: BaseException) -> str:
@@ -66,36 +68,59 @@ def run_sweep(
     kind: str,
     run_id: str | None = None,
     force: bool = False,
+    publish: bool = True,
 ) -> dict[str, Any]:
-    """Benchmark each variant in its own subflow; one failing variant never stops the rest."""
+    """Benchmark each variant in its own subflow; a failed variant is recorded and the
+    sweep goes on (unless config.stop_on_failure), and nothing measured is ever lost."""
     logger = get_run_logger()
+    check_results_dir(config, len(variants))  # before any launch: full disk, read-only dir
     run_id = run_id or new_run_id()
     ctx = RunContext(run_id, kind.replace("-", "_"), config.name, config.target.name)
-    started = datetime.now(UTC)
+    store = ResultsStore(config.results_dir)
+    previous = store.read_run(run_id)  # a resumed run keeps its first start time
+    started = previous["started_at"] if previous else datetime.now(UTC)
+    store.write_run(run_row(config, ctx, variants, {}, started, status="running"))
     logger.info(
-        "run %s: %d variants x %d levels -> %s",
+        "run %s: %d variants x %d levels -> %s%s",
         run_id,
         len(variants),
         len(config.load.concurrency),
         config.results_dir,
+        " (resumed: measured levels are skipped)" if previous else "",
     )
     errors: dict[str, str] = {}
+    skipped: list[str] = []
     for variant in variants:
+        if errors and config.stop_on_failure:
+            skipped.append(variant.label)
+            continue
         state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
         if state.is_failed() or state.is_crashed():
             exc = state.result(raise_on_failure=False)
             errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
             logger.error("variant %s failed: %s", variant.label, errors[variant.label])
+    if skipped:
+        logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
     failed = list(errors)
-    store = ResultsStore(config.results_dir)
-    store.write_run(run_row(config, ctx, variants, errors, started))
-    summary = summarize(store.read_levels(run_id))
+    row = run_row(
+        config, ctx, variants, errors, started, phases=store.read_phases(run_id), skipped=skipped
+    )
+    store.write_run(row)
+    levels = store.read_levels(run_id)
+    summary = summarize(levels)
     markdown = summary_markdown(run_id, summary, errors)
     create_markdown_artifact(markdown, key=f"{kind}-summary", description=f"run {run_id}")
     logger.info("\n%s", markdown)
-    if failed:
+    result: dict[str, Any] = {"run_id": run_id, "results_dir": str(config.results_dir)}
+    if publish and not levels.empty:
+        answer = publish_answer(config.results_dir, run_id, return_state=True)
+        if answer.is_completed():
+            result["answer"] = answer.result()
+        else:  # the measurements are safe; only the report failed
+            logger.warning("could not publish the answer for run %s: %s", run_id, answer.message)
+    if failed:  # skipped variants only follow a failed one
         raise SweepFailed(run_id, failed)
-    return {"run_id": run_id, "results_dir": str(config.results_dir), "failed": failed}
+    return result | {"failed": failed}
 
 
 def _run_name() -> str:
@@ -110,7 +135,7 @@ def _run_name() -> str:
 
 @flow(name="matrix-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def matrix_sweep(
-    config: SweepConfig, run_id: str | None = None, force: bool = False
+    config: SweepConfig, run_id: str | None = None, force: bool = False, publish: bool = True
 ) -> dict[str, Any]:
     """Run every variant the config describes (its sweep sections and explicit variants).
 
@@ -118,6 +143,7 @@ def matrix_sweep(
         config: Target, server, load and the variants to compare; the baseline always runs.
         run_id: Resume this run: measured levels are skipped. Empty starts a new run.
         force: Also kill processes on the port or GPUs that are not provably specsweep's.
+        publish: Render the report and publish the answer (policy, pivots) as artifacts.
     """
     variants = sweep_variants(config)  # every rule checked before any launch
-    return run_sweep(config, variants, "matrix-sweep", run_id, force)
+    return run_sweep(config, variants, "matrix-sweep", run_id, force, publish)

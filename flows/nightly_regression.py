@@ -71,7 +71,8 @@ def nightly_regression(
     logger = get_run_logger()
     run_id = run_id or nightly_run_id()
     try:
-        matrix_sweep(config, run_id=run_id, force=force)
+        # published below, on this flow run, with the verdict beside it
+        matrix_sweep(config, run_id=run_id, force=force, publish=False)
     except SweepFailed as exc:  # judged below: a variant that failed is a verdict of its own
         logger.warning("%s; judging what was measured", exc)
     report = judge_regression(config.results_dir, run_id, policy)

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from specsweep.cli_answer import register as register_answer_commands
 from specsweep.cli_deploy import register as register_deploy_commands
-from specsweep.config import SweepConfig
+from specsweep.config import SweepConfig, check_run_id
 from specsweep.config_file import load_config
 from specsweep.errors import ConfigError, SpecsweepError
 from specsweep.plan import SweepKind, sweep_variants
@@ -148,6 +148,12 @@ def level_progress_bar() -> Iterator[None]:
 
 
 def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: bool) -> None:
+    try:
+        if run_id is not None:
+            check_run_id(run_id)  # it names folders; the flow checks it too
+    except ConfigError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # hosts may be offline
     # Prefect loads only when running: flows.<kind> holds the flow of the same name.
@@ -173,7 +179,14 @@ def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: 
     raise typer.Exit(code)
 
 
-RunIdOpt = Annotated[str | None, typer.Option(help="Resume this run id.")]
+RunIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run-id",
+        "--resume",
+        help="Resume this run: every (variant, level) already written is skipped.",
+    ),
+]
 ForceOpt = Annotated[
     bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
 ]

@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from specsweep.errors import ConfigError
+
 SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
 PositiveInt = Annotated[int, Field(ge=1)]
 
@@ -44,6 +46,17 @@ _OWNED_PREFIXES = ("--speculative-algorithm", "--speculative-draft-model", "--sp
 _OWNED_EXACT = ("--speculative-eagle-topk",)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._=-]{0,79}$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]{0,127}")
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id names folders (results, logs, on an SSH host too): no '/', no '..',
+    nothing a shell or a file name could misread."""
+    if not _RUN_ID.fullmatch(run_id):
+        raise ConfigError(
+            f"run id {run_id!r}: use letters, digits and . _ = - (not first), at most 128"
+        )
+    return run_id
 
 
 class _Model(BaseModel):
@@ -63,20 +76,58 @@ def _stringify_env(v: object) -> object:
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for key in env:
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):  # match() would let a trailing newline through
             raise ValueError(f"environment variable name {key!r} is not a valid name")
+        if "\0" in env[key]:  # no process can be given it: refuse now, not at launch
+            raise ValueError(f"environment variable {key}: the value contains a NUL byte")
     return env
+
+
+# sglang's parser (argparse) also takes aliases and unambiguous abbreviations of a flag
+# (`--model`, `--max-running`): refused like the flags they stand for.
+_OWNED_ALIASES = ("--model", "--speculative-draft-model")
+_OWNED_SPELLED = (
+    *_OWNED_FLAGS,
+    *_OWNED_EXACT,
+    *_OWNED_ALIASES,
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-num-steps",
+    "--speculative-num-draft-tokens",
+)
 
 
 def _check_extra_args(args: list[str]) -> list[str]:
     for arg in args:
         flag = arg.split("=", 1)[0]
-        if flag in _OWNED_FLAGS or flag in _OWNED_EXACT or flag.startswith(_OWNED_PREFIXES):
+        owned = flag in _OWNED_FLAGS or flag in _OWNED_EXACT or flag in _OWNED_ALIASES
+        if owned or flag.startswith(_OWNED_PREFIXES):
             raise ValueError(
                 f"{flag} is set by specsweep from the server/variant fields; "
                 "set the matching field instead of passing it in extra_args"
             )
+        stands_for = [o for o in _OWNED_SPELLED if len(flag) > 3 and o.startswith(flag)]
+        if flag.startswith("--") and stands_for:
+            raise ValueError(
+                f"{flag} abbreviates {stands_for[0]}, which specsweep sets from the "
+                "server/variant fields; set the matching field instead"
+            )
+        if "\0" in arg:
+            raise ValueError(f"extra_args item {arg!r} contains a NUL byte")
     return args
+
+
+def _check_path_value(what: str, value: str) -> str:
+    """A path that becomes one argv element after its flag: a NUL cannot be passed to a
+    process, and a leading dash would make sglang's parser read it as a flag."""
+    if "\0" in value:
+        raise ValueError(f"{what} contains a NUL byte")
+    if value.startswith("-"):
+        raise ValueError(
+            f"{what} {value!r} starts with '-': sglang would read it as a flag; "
+            "use ./ before a relative path"
+        )
+    return value
 
 
 EnvMap = Annotated[dict[str, str], BeforeValidator(_stringify_env), AfterValidator(_check_env)]
@@ -160,6 +211,17 @@ class SshTarget(_TargetBase):
             raise ValueError("set key_file or key_secret, not both")
         return self
 
+    @model_validator(mode="after")
+    def _files_exist(self) -> SshTarget:
+        """Read on this machine when connecting: missing, they would fail only then."""
+        files = {"key_file": self.key_file}
+        if self.verify_host_key:
+            files["known_hosts"] = self.known_hosts
+        for field, path in files.items():
+            if path is not None and not path.expanduser().is_file():
+                raise ValueError(f"{field} {path}: no such file on this machine")
+        return self
+
     @property
     def address(self) -> str:
         user = f"{self.user}@" if self.user else ""
@@ -221,6 +283,19 @@ class ServerSpec(_Model):
         "(port still held, NCCL/bind errors); a crash like CUDA OOM is never retried.",
     )
 
+    @field_validator("model_path")
+    @classmethod
+    def _model_path_is_a_value(cls, v: str) -> str:
+        return _check_path_value("model_path", v)
+
+    @field_validator("python", "launch_prefix")
+    @classmethod
+    def _no_nul_in_argv(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for part in [v] if isinstance(v, str) else v or []:
+            if "\0" in part:
+                raise ValueError(f"{part!r} contains a NUL byte")
+        return v
+
     @property
     def base_url(self) -> str:
         """The URL on the server's own host (a wildcard bind is reached on loopback)."""
@@ -259,11 +334,16 @@ class Variant(_Model):
     @field_validator("name")
     @classmethod
     def _name_is_safe(cls, v: str | None) -> str | None:
-        if v is not None and not _VARIANT_NAME.match(v):
+        if v is not None and not _VARIANT_NAME.fullmatch(v):  # no trailing newline
             raise ValueError(
                 f"variant name {v!r}: use lowercase letters, digits and . _ = - (max 80)"
             )
         return v
+
+    @field_validator("draft_model_path")
+    @classmethod
+    def _draft_path_is_a_value(cls, v: str | None) -> str | None:
+        return v if v is None else _check_path_value("draft_model_path", v)
 
     @model_validator(mode="after")
     def _speculative_rules(self) -> Variant:
@@ -395,6 +475,14 @@ class LoadSpec(_Model):
             raise ValueError(f"concurrency levels repeat: {v}")
         return sorted(v)
 
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_exists(cls, v: Path | None) -> Path | None:
+        """Checked now: otherwise the first level would find out, after a server launch."""
+        if v is not None and not v.is_file():
+            raise ValueError(f"dataset {v}: no such file on this machine")
+        return v
+
     @model_validator(mode="after")
     def _repeat_bounds(self) -> LoadSpec:
         if self.target_cv is not None and self.max_repeats < max(self.repeats, 2):
@@ -519,6 +607,11 @@ class SweepConfig(_Model):
     variants: list[Variant] = Field(
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
+    )
+    stop_on_failure: bool = Field(
+        False,
+        description="Stop the sweep at the first failed variant (the rest are recorded as "
+        "skipped). Default: record the failure and go on with the next variant.",
     )
 
     @model_validator(mode="after")

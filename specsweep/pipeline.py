@@ -13,6 +13,7 @@ from typing import Any
 from specsweep import progress
 from specsweep.cleanup import CleanupReport
 from specsweep.config import SshTarget, SweepConfig, Target, Variant
+from specsweep.errors import ServerDiedError
 from specsweep.health import Readiness, ReadyReport
 from specsweep.results.rows import RunContext, level_row, request_rows
 from specsweep.results.store import ResultsStore
@@ -98,6 +99,13 @@ def measure_level(
     row = level_row(ctx, config.server, variant, config.load, facts, result)
     store.write_level(row)
     return row
+
+
+def ensure_alive(config: SweepConfig, handle: ServerHandle, after: str) -> None:
+    """After a failed level: a dead server ends the variant with its log, not more levels."""
+    host = host_for(config.target)
+    if not host.is_alive(handle):
+        raise ServerDiedError(f"server process died during {after} ", host.tail(handle, 30))
 
 
 def teardown(config: SweepConfig, handle: ServerHandle) -> KillReport:

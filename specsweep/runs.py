@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import platform
+import socket
 import subprocess
 from datetime import UTC, datetime
 from importlib import metadata
@@ -42,14 +44,36 @@ def git_revision() -> str | None:
     return rev.stdout.strip() + ("+dirty" if dirty else "")
 
 
+def _redact_envs(node: Any) -> Any:
+    """Every `env` mapping anywhere in the config (server, variants, every sweep section)."""
+    if isinstance(node, dict):
+        return {
+            k: redact_env(v) if k == "env" and isinstance(v, dict) else _redact_envs(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_redact_envs(x) for x in node]
+    return node
+
+
 def redacted_config_json(config: SweepConfig) -> str:
-    data = config.model_dump(mode="json")
-    data["server"]["env"] = redact_env(data["server"]["env"])
-    for variant in data.get("variants", []):
-        variant["env"] = redact_env(variant["env"])
-    if data.get("step_sweep"):
-        data["step_sweep"]["env"] = redact_env(data["step_sweep"]["env"])
-    return json.dumps(data, sort_keys=True)
+    return json.dumps(_redact_envs(config.model_dump(mode="json")), sort_keys=True)
+
+
+def environment() -> dict[str, Any]:
+    """What ran the sweep: enough to explain a change between two nights."""
+    versions = {}
+    for dist in ("specsweep", "prefect", "fabric", "pyarrow", "pandas", "pydantic"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "versions": versions,
+    }
 
 
 def run_row(
@@ -58,8 +82,17 @@ def run_row(
     variants: list[Variant],
     errors: dict[str, str],
     started_at: datetime,
+    *,
+    status: str | None = None,
+    phases: dict[str, dict[str, float]] | None = None,
+    skipped: list[str] | None = None,
 ) -> dict[str, Any]:
-    """errors: the failed variants, each with the first line of its error."""
+    """errors: the failed variants, each with the first line of its error.
+
+    Written once when the run starts (status ``running``) and again when it ends: a
+    run whose orchestrator was killed keeps its ``running`` row, the mark of a partial
+    run that ``--resume`` can finish.
+    """
     return {
         **ctx.identity(),
         "specsweep_version": specsweep_version(),
@@ -69,6 +102,9 @@ def run_row(
         "failed_variants": list(errors),
         "variant_errors": json.dumps(errors),
         "started_at": started_at,
-        "ended_at": datetime.now(UTC),
-        "status": "failed" if errors else "completed",
+        "ended_at": None if status == "running" else datetime.now(UTC),
+        "status": status or ("failed" if errors else "completed"),
+        "skipped_variants": list(skipped or []),
+        "environment": json.dumps(environment(), sort_keys=True),
+        "phases": json.dumps(phases or {}, sort_keys=True),
     }

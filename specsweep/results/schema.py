@@ -99,7 +99,10 @@ RUNS_SCHEMA = pa.schema(
         pa.field("variant_errors", pa.string()),  # JSON object: variant -> first error line
         pa.field("started_at", _UTC),
         pa.field("ended_at", _UTC),
-        pa.field("status", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),  # running | completed | failed
+        pa.field("skipped_variants", pa.list_(pa.string())),  # not run: stop_on_failure
+        pa.field("environment", pa.string()),  # JSON: python, platform, library versions
+        pa.field("phases", pa.string()),  # JSON: variant -> phase -> seconds
     ],
     metadata={"specsweep.table": "runs", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )

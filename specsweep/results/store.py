@@ -12,6 +12,7 @@ never sees half a file, and "the file exists" is the resume test.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import tempfile
@@ -114,6 +115,25 @@ class ResultsStore:
 
     def write_run(self, row: dict[str, Any]) -> Path:
         return _write_atomic(_conform([row], RUNS_SCHEMA), self.run_path(row["run_id"]))
+
+    def phases_path(self, run_id: str, variant: str) -> Path:
+        return self.root / "phases" / run_id / f"{variant}.json"
+
+    def write_phases(self, run_id: str, variant: str, phases: dict[str, float]) -> Path:
+        """A variant's phase timings, kept beside the run so a crash cannot lose them."""
+        path = self.phases_path(run_id, variant)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{variant}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(phases, fh)
+        os.replace(tmp, path)
+        return path
+
+    def read_phases(self, run_id: str) -> dict[str, dict[str, float]]:
+        folder = self.root / "phases" / run_id
+        if not folder.is_dir():
+            return {}
+        return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
 
     def run_ids(self) -> list[str]:
         if not self.levels_dir.is_dir():

@@ -52,6 +52,8 @@ class Host(Protocol):
 
     def stop(self, handle: ServerHandle, grace_s: float = 15.0) -> KillReport: ...
 
+    def is_alive(self, handle: ServerHandle) -> bool: ...
+
     def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]: ...
 
 
@@ -117,6 +119,9 @@ class LocalHost:
 
     def stop(self, handle: ServerHandle, grace_s: float = 15.0) -> KillReport:
         return self.runner.stop(handle, grace_s)
+
+    def is_alive(self, handle: ServerHandle) -> bool:
+        return self.runner.is_alive(handle)
 
     def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]:
         return self.runner.tail(handle, lines)

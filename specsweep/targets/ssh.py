@@ -56,7 +56,9 @@ class SshHost(SshSession):
             "tolerate_foreign_gpu": tolerate_foreign_gpu,
         }
         limit = self.target.command_timeout_s + 90.0  # kill grace + GPU memory wait
-        return wire.cleanup_from_json(self.agent("kill-stale", payload, limit))
+        # private: server_env may hold tokens, which a command line shows to every user
+        value = self.agent("kill-stale", payload, limit, private=True)
+        return wire.cleanup_from_json(value)
 
     def log_path(self, run_id: str, label: str) -> Path:
         return Path(self.workdir()) / "logs" / run_id / f"{label}.log"
@@ -86,7 +88,8 @@ class SshHost(SshSession):
                 on_progress(Readiness(event["state"]), event.get("line", ""))
 
         payload = {**self._handle_payload(handle), "server": server.model_dump(mode="json")}
-        value = self.agent("wait-ready", payload, server.startup_timeout_s + 60.0, progress)
+        limit = server.startup_timeout_s + 60.0
+        value = self.agent("wait-ready", payload, limit, progress, private=True)  # server.env
         return wire.ready_from_json(value)
 
     def _wait_from_here(
@@ -121,7 +124,8 @@ class SshHost(SshSession):
         return server.url_via(self.target.host if server.host in WILDCARD_HOSTS else server.host)
 
     def facts(self, server: ServerSpec) -> ServerFacts:
-        value = self.agent("facts", {"server": server.model_dump(mode="json")})
+        payload = {"server": server.model_dump(mode="json")}
+        value = self.agent("facts", payload, private=True)  # server.env may hold tokens
         return wire.facts_from_json(value)
 
     def run_level(
@@ -167,6 +171,9 @@ class SshHost(SshSession):
         payload = {**self._handle_payload(handle), "grace_s": grace_s}
         limit = grace_s + self.target.command_timeout_s
         return wire.kill_from_json(self.agent("stop", payload, limit))
+
+    def is_alive(self, handle: ServerHandle) -> bool:
+        return bool(self.agent("alive", self._handle_payload(handle)))
 
     def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]:
         return list(self.agent("tail", {**self._handle_payload(handle), "lines": lines}))

@@ -1,0 +1,57 @@
+"""Checks that run before any server is launched: a sweep must not burn GPU hours
+and then fail to write what it measured."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from specsweep.config import SweepConfig
+from specsweep.errors import ConfigError
+
+_PROBE_BYTES = 256 * 1024
+_BYTES_PER_REQUEST = 4 * 1024  # a request row with its chunk timestamps, compressed: ~1-2 KB
+_BYTES_PER_LEVEL = 64 * 1024
+
+
+def results_bytes_needed(config: SweepConfig, n_variants: int) -> int:
+    """A generous estimate of what the sweep writes (x2 for temp files and margins)."""
+    load = config.load
+    passes = load.max_repeats if load.target_cv is not None else load.repeats
+    per_variant = sum(
+        load.num_requests(c) * passes * _BYTES_PER_REQUEST + _BYTES_PER_LEVEL
+        for c in load.concurrency
+    )
+    return 2 * n_variants * per_variant + 16 * 1024 * 1024
+
+
+def check_results_dir(config: SweepConfig, n_variants: int) -> None:
+    """The results root exists (or can be made), takes a real write, and has room."""
+    root = Path(config.results_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=root, prefix=".specsweep-probe.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(b"\0" * _PROBE_BYTES)
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            Path(probe).unlink(missing_ok=True)
+    except OSError as exc:
+        why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+        raise ConfigError(
+            f"results_dir {root} is not writable ({why}); nothing was launched. "
+            "Free space or point results_dir elsewhere"
+        ) from None
+    need = results_bytes_needed(config, n_variants)
+    free = shutil.disk_usage(root).free
+    if free < need:
+        raise ConfigError(
+            f"results_dir {root} has {free / 2**20:.0f} MiB free, the sweep may write "
+            f"~{need / 2**20:.0f} MiB; nothing was launched. Free space or point "
+            "results_dir elsewhere"
+        )
