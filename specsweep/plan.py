@@ -71,7 +71,10 @@ def topk_sweep_variants(sweep: TopkSweep) -> list[Variant]:
     }
     variants = [BASELINE]
     for k in sweep.topk:
-        point = {"topk": k, "num_draft_tokens": sweep.draft_tokens(k), **common}
+        # topk=1 leaves the draft tokens to sglang's forced chain (num_steps+1), exactly as a
+        # step sweep does, so the matrix sweep sees the same variant once.
+        draft = None if k == 1 and k not in sweep.num_draft_tokens else sweep.draft_tokens(k)
+        point = {"topk": k, "num_draft_tokens": draft, **common}
         variants.append(_variant(f"topk_sweep topk={k}", **point))
         if k == 1 and sweep.spec_v2_topk1:
             variants.append(_variant("topk_sweep topk=1 spec_v2", spec_v2=True, **point))
