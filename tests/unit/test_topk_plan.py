@@ -77,7 +77,8 @@ def test_presets_need_their_section_and_the_matrix_runs_them_all(tmp_path):
 
 
 def test_the_matrix_runs_a_variant_both_sweeps_contain_once(tmp_path):
-    data = sim_config_data(tmp_path, 1, topk_sweep={**TOPK, "topk": [1, 2]})
+    topk = {**TOPK, "topk": [1, 2], "draft_model_path": "sim/draft"}
+    data = sim_config_data(tmp_path, 1, topk_sweep=topk)
     data["step_sweep"]["num_steps"] = [3]  # steps=3, topk=1: also the topk sweep's chain
     labels = [v.label for v in sweep_variants(parse_config(data))]
     assert labels == ["baseline", "eagle3-s3-k1-d4", "eagle3-s3-k2-d7"]
