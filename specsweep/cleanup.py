@@ -360,6 +360,7 @@ def kill_stale(
     report = CleanupReport(gpus=targets)
     plan = _Plan(report, force, tolerate_foreign_gpu)
     plan.groups = _recorded_groups(runner)
+    port_blockers: list[str] = []  # named together with the GPU blockers: one message
     for proc in port_listeners(port):
         if _ours(proc):
             plan.claim(proc, f"sglang of this user listening on port {port}")
@@ -367,11 +368,7 @@ def kill_stale(
             report.notes.append(f"force: killing foreign listener {describe(proc)}")
             plan.claim(proc, f"listens on port {port}")
         else:
-            raise StaleProcessError(
-                f"port {port} is held by a process specsweep did not start and cannot prove "
-                f"is an sglang server of this user: {describe(proc)}. Stop it, pick another "
-                "server.port, or run with force=True"
-            )
+            port_blockers.append(describe(proc))
 
     exe = gpu_query.find_nvidia_smi(nvidia_smi)
     inv = None
@@ -401,13 +398,22 @@ def kill_stale(
             report.warnings.append(msg)
         baseline = _scan_gpus(plan, inv, targets)
     _scan_patterns(plan, port, targets, report.pids_hidden)
+    problems = []
+    if port_blockers:
+        problems.append(
+            f"port {port} is held by a process specsweep did not start and cannot prove "
+            f"is an sglang server of this user: {'; '.join(port_blockers)}. Stop it, pick "
+            "another server.port, or run with force=True"
+        )
     if plan.blockers:
-        raise StaleProcessError(
+        problems.append(
             "processes specsweep did not start and cannot prove are sglang servers of this "
             f"user are in the way (port {port}, GPUs {targets or 'all'}): "
             + "; ".join(plan.blockers)
             + ". Stop them, choose other GPUs, or run with force=True"
         )
+    if problems:
+        raise StaleProcessError(" Also: ".join(problems))
     _kill(plan, runner, grace_s)
 
     if inv is None or exe is None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from specsweep.config import LoadSpec, ServerSpec, Variant
+from specsweep.config import LoadSpec, ServerSpec, Variant, check_run_id
 from specsweep.redact import redact_env
 from specsweep.results.schema import SCHEMA_VERSION
 from specsweep.server_facts import ServerFacts as ServerFacts  # re-exported
@@ -28,6 +28,9 @@ class RunContext:
     sweep_name: str
     target: str
     hostname: str = socket.gethostname()
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)  # it names folders: refused before anything is written
 
     def identity(self) -> dict[str, Any]:
         """The columns every table of the store starts with."""
