@@ -41,6 +41,7 @@ def _write_atomic(table: pa.Table, path: Path) -> Path:
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from a team's readers
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

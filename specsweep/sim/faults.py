@@ -1,4 +1,4 @@
-"""Request-time faults: 5xx bursts, flapping health, a crash after N requests.
+"""Request-time faults: 5xx bursts, dropped streams, flapping health, a crash after N requests.
 
 Startup faults (crash, hang, port in use) live in the launcher; these are the ones a
 running server shows to its clients, decided here by a small deterministic object so
@@ -29,6 +29,7 @@ class Faults:
         self.requests = 0  # generation requests received
         self.completed = 0  # generation requests finished
         self.health_calls = 0  # /health answers after ready
+        self.streams = 0  # streamed generations started
         self.crash_pending = False
 
     def error_status(self) -> int | None:
@@ -40,6 +41,12 @@ class Faults:
         if k.error_rate and self._rng.random() < k.error_rate:
             return k.error_status
         return None
+
+    def drop_stream(self) -> bool:
+        """Count one streamed generation; whether to cut it after its first chunk."""
+        self.streams += 1
+        k = self.knobs.drop_every
+        return bool(k) and self.streams % k == 0
 
     def request_done(self) -> None:
         """Count one completed generation; the N-th fires the configured crash."""

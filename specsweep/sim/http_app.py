@@ -83,12 +83,17 @@ async def generate(request: web.Request) -> web.StreamResponse:
         )
     resp = await sse_response(request)
     state.engine.submit(req)
+    drop = state.faults.drop_stream() if state.faults else False
     text = ""
     try:
         async for ids, final in updates(state, req):
             text += "".join(token_text(t) for t in ids)
             chunk = {"text": text, "output_ids": ids, "meta_info": meta_info(state, req, final)}
             await resp.write(sse(chunk))
+            if drop and not final:
+                if request.transport is not None:
+                    request.transport.abort()  # mid-stream: no final chunk, no [DONE]
+                return resp
         await resp.write(b"data: [DONE]\n\n")
         state.request_done()
     except ConnectionError:

@@ -41,6 +41,9 @@ Faults (each reproduces something a real GPU host does)
 ``SPECSWEEP_SIM_ERROR_EVERY`` (int K) / ``SPECSWEEP_SIM_ERROR_RATE`` (0..1)
     Every K-th generation request, or that seeded fraction of them, fails with
     ``SPECSWEEP_SIM_ERROR_STATUS`` (500 or 503, default 500) and sglang's error JSON.
+``SPECSWEEP_SIM_DROP_EVERY`` (int K)
+    Every K-th streamed generation is cut after its first chunk: the connection closes
+    with no final chunk and no ``[DONE]`` (a worker or proxy dying mid-stream).
 ``SPECSWEEP_SIM_PORT_IN_USE`` (bool)
     Binding the HTTP port fails as if another process held it (uvicorn's
     ``[Errno 98] ... address already in use``, exit status 3), as a real conflict does.
@@ -85,6 +88,7 @@ ENV_HANG = "SPECSWEEP_SIM_HANG"
 ENV_SLOW_HEALTH_S = "SPECSWEEP_SIM_SLOW_HEALTH_S"
 ENV_HEALTH_FLAP = "SPECSWEEP_SIM_HEALTH_FLAP"
 ENV_ERROR_EVERY = "SPECSWEEP_SIM_ERROR_EVERY"
+ENV_DROP_EVERY = "SPECSWEEP_SIM_DROP_EVERY"
 ENV_ERROR_RATE = "SPECSWEEP_SIM_ERROR_RATE"
 ENV_ERROR_STATUS = "SPECSWEEP_SIM_ERROR_STATUS"
 ENV_PORT_IN_USE = "SPECSWEEP_SIM_PORT_IN_USE"
@@ -114,6 +118,7 @@ class SimKnobs:
     error_every: int = 0
     error_rate: float = 0.0
     error_status: int = 500
+    drop_every: int = 0
     port_in_use: bool = False
     orphan: str | None = None
     gpu_state: str | None = None
@@ -157,6 +162,7 @@ class SimKnobs:
             error_every=_int(env, ENV_ERROR_EVERY) or 0,
             error_rate=_or(_float(env, ENV_ERROR_RATE), 0.0),
             error_status=status,
+            drop_every=_int(env, ENV_DROP_EVERY) or 0,
             port_in_use=env_bool(env, ENV_PORT_IN_USE),
             orphan=orphan,
             gpu_state=(env.get(ENV_GPU_STATE) or "").strip() or None,
