@@ -89,7 +89,7 @@ def test_5xx_bursts_are_counted_and_judged_by_the_error_budget(tmp_path, port):
 @fault(
     "Streams dropped mid-response",
     injected="`SPECSWEEP_SIM_DROP_EVERY=3` (every 3rd stream cut after its first chunk)",
-    outcome="a cut stream is a failed request (`stream ended before the request finished`), "
+    outcome="a cut stream is a failed request (`connection error: server closed the connection`), "
     "never counted as "
     "completed with its partial tokens; the level row and every request row are written",
 )
@@ -101,7 +101,7 @@ def test_dropped_streams_are_failed_requests(tmp_path, port):
     requests = ResultsStore(config.results_dir).read_requests("fault-run")
     cut = requests[requests["error"].notna()]
     assert len(cut) == row["failed"]
-    assert cut["error"].str.contains("stream ended before the request finished").all()
+    assert cut["error"].str.contains("server closed the connection").all()
     assert (requests.loc[requests["error"].isna(), "output_tokens"] == 16).all()
 
 
