@@ -75,21 +75,27 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     d.find_element(By.XPATH, f"{run_id}//textarea | {run_id}//input").send_keys("ui-run")
     d.find_element(By.XPATH, "//button[@type='submit' and normalize-space()='Submit']").click()
 
-    # The UI confirms with a toast that links to the new flow run; follow it.
-    view_run = d.find_element(By.XPATH, "//button[normalize-space()='View run']")
-    d.execute_script("arguments[0].click()", view_run)  # the toast is still sliding in
-    deadline = time.monotonic() + 30
-    while "/runs/flow-run/" not in d.current_url:
-        assert time.monotonic() < deadline, d.current_url
-        time.sleep(0.3)
-    flow_run_id = d.current_url.rstrip("/").split("/runs/flow-run/")[1].split("?")[0]
+    # The UI creates the run (and says so in a toast that is gone in seconds); find it by the
+    # run_id typed into the form, then look at it the way a user does.
+    deadline = time.monotonic() + 60
+    while not (created := [r for r in prefect_stack.flow_runs("step-sweep/step-sweep")
+                           if r["parameters"].get("run_id") == "ui-run"]):  # fmt: skip
+        if time.monotonic() > deadline:
+            d.save_screenshot(str(tmp_path / "ui-submit-failed.png"))
+            raise AssertionError(f"no run created: {d.find_element(By.TAG_NAME, 'body').text}")
+        time.sleep(0.5)
+    flow_run_id = created[0]["id"]
+    d.get(f"{prefect_stack.ui}/runs/flow-run/{flow_run_id}")
     run = prefect_stack.wait_state(flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 150)
     assert run["state_type"] == "COMPLETED", run["state"]
     assert run["parameters"]["run_id"] == "ui-run"
     assert run["name"] == f"step-sweep/{TARGET}/steps=2"
     d.refresh()
     d.find_element(By.XPATH, "//*[normalize-space()='Completed']")
-    d.find_element(By.XPATH, "//*[contains(text(), 'run ui-run: 2 variants x 2 levels')]")  # logs
+    deadline = time.monotonic() + 30  # the run's logs, as the page shows them
+    while "run ui-run: 2 variants x 2 levels" not in d.find_element(By.TAG_NAME, "body").text:
+        assert time.monotonic() < deadline, d.find_element(By.TAG_NAME, "body").text[-2000:]
+        time.sleep(0.5)
     shot = tmp_path / "ui-run.png"
     d.save_screenshot(str(shot))
     if os.environ.get("SPECSWEEP_SCREENSHOT_DIR"):
