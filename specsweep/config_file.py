@@ -40,13 +40,22 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     node[parts[-1]] = value
 
 
+_TARGET_TAGS = ("local", "ssh")
+
+
 def format_validation_error(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = list(err["loc"])
+        if loc[:1] == ["target"] and loc[1:2] and loc[1] in _TARGET_TAGS:
+            del loc[1]  # pydantic's union tag, not a key the user wrote
+        where = ".".join(str(p) for p in loc) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see examples/*.yaml)"
+        elif err["type"] == "union_tag_invalid":
+            where += ".kind"
+            msg = f"{err['ctx']['tag']!r} is not a target kind; use {' or '.join(_TARGET_TAGS)}"
         lines.append(f"  {where}: {msg}")
     return "invalid configuration:\n" + "\n".join(lines)
 
