@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from flows.matrix_sweep import SweepFailed, matrix_sweep, run_config
+from flows.matrix_sweep import STOP_SERVERS_HOOKS, SweepFailed, matrix_sweep, run_config
 from specsweep.analysis.params import RegressionPolicy
 from specsweep.config import SweepConfig
 from specsweep.errors import SpecsweepError
@@ -49,7 +49,7 @@ def _run_name() -> str:
     return f"nightly-regression/{run_config().target.name}/{run_config().name}"
 
 
-@flow(name="nightly-regression", flow_run_name=_run_name)
+@flow(name="nightly-regression", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def nightly_regression(
     config: SweepConfig,
     policy: RegressionPolicy = RegressionPolicy(),  # noqa: B008 - frozen, never mutated

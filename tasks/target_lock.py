@@ -25,6 +25,7 @@ from prefect.settings import PREFECT_API_URL
 
 from specsweep.config import SweepConfig
 from specsweep.errors import SpecsweepError
+from tasks import lock_holder
 
 LOCK_PREFIX = "specsweep-target-"
 # A cancelled or crashed run cannot release its slot; its lease then expires after
@@ -77,6 +78,11 @@ def target_lock(config: SweepConfig, timeout_s: float | None = None) -> Iterator
             limit = client.read_global_concurrency_limit_by_name(name)
         except ObjectNotFound:
             raise _missing(name) from None
+        if limit.active_slots >= limit.limit and (
+            reason := lock_holder.free_if_holder_gone(client, name)
+        ):
+            logger.warning("freed %s: %s (its server is stopped by kill-stale)", name, reason)
+            limit = client.read_global_concurrency_limit_by_name(name)
     if limit.active_slots >= limit.limit:
         logger.warning(
             "target %s is busy: another flow run holds %s (a server on these GPUs); "
@@ -99,4 +105,6 @@ def target_lock(config: SweepConfig, timeout_s: float | None = None) -> Iterator
         except ConcurrencySlotAcquisitionError as exc:  # the limit vanished since the check
             raise _missing(name) from exc
         logger.info("holding %s (waited %.1f s)", name, time.monotonic() - started)
+        lock_holder.record(name)
+        stack.callback(lock_holder.clear, name)  # runs before the slot is released
         yield

@@ -8,6 +8,7 @@ and fail instead when SPECSWEEP_REQUIRE_SSHD=1 (CI).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -56,14 +57,13 @@ class Sshd:
         network failure, while sshd keeps accepting new connections."""
         pids = set()
         for conn in psutil.net_connections(kind="tcp"):
-            if conn.laddr and conn.raddr and conn.laddr.port == self.port:
-                if conn.raddr.port == client_port and conn.pid and conn.pid != self.proc.pid:
-                    pids.add(conn.pid)
+            if not (conn.laddr and conn.raddr and conn.pid) or conn.pid == self.proc.pid:
+                continue
+            if conn.laddr.port == self.port and conn.raddr.port == client_port:
+                pids.add(conn.pid)
         for pid in pids:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 psutil.Process(pid).kill()
-            except psutil.NoSuchProcess:
-                pass
         return sorted(pids)
 
     def stop(self) -> None:

@@ -18,6 +18,7 @@ import yaml
 from specsweep.schedule import NIGHTLY_CRON, NIGHTLY_TIMEZONE
 from specsweep.targets.state import LaunchState
 from tests.e2e.conftest import TARGET, PrefectStack, as_param, flow_run_id
+from tests.faults.registry import fault
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -85,6 +86,14 @@ def test_the_nightly_schedule_is_registered_with_its_cron_and_timezone(
         assert prefect_stack.get(f"/deployments/name/{name}/{name}")["schedules"] == []
 
 
+@fault(
+    "Flow cancelled from Prefect",
+    injected="`prefect flow-run cancel` on a step sweep run by a process worker while a level runs",
+    outcome=(
+        "the run ends Cancelled; the sweep's cancellation hook stops the server by its "
+        "launch record: no server process, port closed, launch record empty"
+    ),
+)
 def test_cancelling_a_sweep_leaves_no_server_running(prefect_stack: PrefectStack, tmp_path):
     """Issue 5: cancel through the API while a server runs; nothing may survive it."""
     # Its own target, so the slot its killed process leaves leased blocks no other test;

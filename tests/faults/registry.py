@@ -22,6 +22,8 @@ MODULES = (
     "tests.faults.test_faults",
     "tests.flows.test_fault_flows",
     "tests.ssh.test_ssh_target",
+    "tests.integration.test_cleanup",
+    "tests.integration.test_gpu_cleanup",
     "tests.e2e.test_deployments",
 )
 
@@ -75,7 +77,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write {DOC}")
     args = parser.parse_args()
-    text = render(collect())
+    # As __main__ this module is not the `tests.faults.registry` the tests register in.
+    from tests.faults import registry
+
+    text = render(registry.collect())
     if args.write:
         DOC.write_text(text)
     else:

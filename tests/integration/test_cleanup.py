@@ -15,6 +15,7 @@ from specsweep.errors import StaleProcessError
 from specsweep.sglang_cmd import LaunchCommand
 from specsweep.targets.local import LocalRunner
 from tests.conftest import free_port
+from tests.faults.registry import fault
 
 pytestmark = pytest.mark.integration
 
@@ -73,6 +74,14 @@ def test_kills_same_user_sglang_listener_and_spares_other_ports(tmp_path, procs)
     assert elsewhere.poll() is None  # another server of this user, on another port
 
 
+@fault(
+    "Port held by a foreign process",
+    injected="a process that is not an sglang server of this user listens on server.port",
+    outcome=(
+        "`StaleProcessError` naming its pid, user and command before anything is "
+        "launched; it survives; `force` kills it"
+    ),
+)
 def test_foreign_listener_blocks_unless_forced(tmp_path, procs):
     port = free_port()
     foreign = spawn("-m", "http.server", "--bind", "127.0.0.1", str(port), port=port)

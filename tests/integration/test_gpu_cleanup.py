@@ -25,6 +25,7 @@ from specsweep.sim.gpu_inventory import Inventory
 from specsweep.sim.nvidia_smi import BIN_DIR
 from specsweep.targets.local import LocalRunner
 from tests.conftest import FAST_SIM_ENV, free_port
+from tests.faults.registry import fault
 from tests.integration.test_cleanup import LISTEN, listening
 
 pytestmark = pytest.mark.integration
@@ -133,6 +134,17 @@ def test_ours_killed_launcher_and_children_memory_released(host, tmp_path):
     assert report.release_s is not None and report.timeline
 
 
+@fault(
+    "Orphaned schedulers from a previous run",
+    injected=(
+        "`SPECSWEEP_SIM_ORPHAN=1`: `sglang::scheduler_TP0` outlives its launcher in its "
+        "own session, ignores SIGTERM and keeps its GPU memory"
+    ),
+    outcome=(
+        "kill-stale finds it through nvidia-smi on the target GPU, SIGTERM then SIGKILL, "
+        "and waits until the GPU memory is released"
+    ),
+)
 def test_orphan_scheduler_found_on_gpu_and_killed(host, tmp_path):
     port = free_port()
     orphan = orphan_of(host, host.sim_server(port, orphan="1"))

@@ -24,6 +24,7 @@ from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from specsweep.targets import ssh
 from tests.conftest import sim_config_data
+from tests.faults.registry import fault
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -107,6 +108,17 @@ def test_drive_from_orchestrator_measures_from_here(tmp_path, port, sshd):
         pipeline.teardown(config, handle)
 
 
+@fault(
+    "SSH connection lost mid-level",
+    injected=(
+        "the sshd process serving the orchestrator's connection is SIGKILLed while a level runs"
+    ),
+    outcome=(
+        "specsweep reconnects, stops the lost load generator on the host by its operation"
+        " id and measures the level again: every request completes; the server (own "
+        "session) survived and is torn down"
+    ),
+)
 def test_connection_dropped_mid_level_is_retried_after_reconnecting(tmp_path, port, sshd):
     data = sim_config_data(tmp_path, port)
     data["target"] = sshd.target(tmp_path / "remote")

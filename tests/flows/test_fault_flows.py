@@ -1,0 +1,153 @@
+"""Faults that need the whole sweep: a variant failing while the sweep goes on (or stops),
+a hang during loading, and the orchestrator SIGKILLed mid-sweep then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import yaml
+from prefect.settings import PREFECT_API_URL
+
+from flows.matrix_sweep import SweepFailed, matrix_sweep
+from specsweep.config_file import parse_config
+from specsweep.results.store import ResultsStore
+from specsweep.targets.local import LocalRunner
+from tests.conftest import sim_config_data
+from tests.faults.registry import fault
+from tests.flows.test_step_sweep_flow import no_server_left
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+SPEC = {"algorithm": "EAGLE3", "draft_model_path": "sim/draft", "topk": 1}
+
+
+def matrix_data(tmp_path, port, *variants, **load):
+    data = sim_config_data(tmp_path, port)
+    del data["step_sweep"]
+    data["variants"] = [{}, *variants]
+    data["load"].update(load)
+    return data
+
+
+def levels_of(config, run_id):
+    levels = ResultsStore(config.results_dir).read_levels(run_id)
+    return sorted(zip(levels["variant"], levels["concurrency"], strict=True))
+
+
+@fault(
+    "Crash during weight loading",
+    injected="`SPECSWEEP_SIM_CRASH=load` on one variant (CUDA OOM traceback, tree killed)",
+    outcome="that variant fails at once with `ServerDiedError` and the log tail, is never "
+    "relaunched, and is recorded in `runs.variant_errors`; the sweep measures the next "
+    "variants; with `stop_on_failure: true` the rest are recorded as skipped instead",
+)
+def test_a_variant_crashing_while_loading_is_recorded_and_the_sweep_goes_on(tmp_path, port):
+    crash = {**SPEC, "num_steps": 1, "env": {"SPECSWEEP_SIM_CRASH": "load"}}
+    data = matrix_data(tmp_path, port, crash, {**SPEC, "num_steps": 2}, concurrency=[1])
+    config = parse_config(data)
+    with pytest.raises(SweepFailed, match="eagle3-s1-k1-d2"):
+        matrix_sweep(config, run_id="goes-on", publish=False)
+    assert levels_of(config, "goes-on") == [("baseline", 1), ("eagle3-s2-k1-d3", 1)]
+    run = ResultsStore(config.results_dir).read_run("goes-on")
+    assert run["status"] == "failed" and run["failed_variants"] == ["eagle3-s1-k1-d2"]
+    assert json.loads(run["variant_errors"])["eagle3-s1-k1-d2"].startswith("ServerDiedError")
+    phases = json.loads(run["phases"])
+    assert set(phases) == {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3"}
+    assert phases["baseline"]["benchmark_s"] > 0 and "benchmark_s" not in phases["eagle3-s1-k1-d2"]
+    assert json.loads(run["environment"])["versions"]["prefect"]
+
+    stop = parse_config({**data, "stop_on_failure": True})
+    with pytest.raises(SweepFailed, match="eagle3-s1-k1-d2"):
+        matrix_sweep(stop, run_id="stops", publish=False)
+    assert levels_of(stop, "stops") == [("baseline", 1)]
+    run = ResultsStore(stop.results_dir).read_run("stops")
+    assert run["skipped_variants"] == ["eagle3-s2-k1-d3"]
+    assert no_server_left(port)
+
+
+@fault(
+    "Hang during weight loading",
+    injected="`SPECSWEEP_SIM_HANG=load` (alive, never binds the port) with `startup_timeout_s: 3`",
+    outcome="`ServerStartTimeout` after 3 s with the last log line; the hung server is "
+    "killed by the teardown; the other variants are measured",
+)
+def test_a_hang_while_loading_times_out_and_is_torn_down(tmp_path, port):
+    hang = {**SPEC, "num_steps": 1, "env": {"SPECSWEEP_SIM_HANG": "load"}}
+    data = matrix_data(tmp_path, port, hang, concurrency=[1])
+    data["server"]["startup_timeout_s"] = 3
+    config = parse_config(data)
+    with pytest.raises(SweepFailed, match="eagle3-s1-k1-d2"):
+        matrix_sweep(config, run_id="hang", publish=False)
+    run = ResultsStore(config.results_dir).read_run("hang")
+    error = json.loads(run["variant_errors"])["eagle3-s1-k1-d2"]
+    assert error.startswith("ServerStartTimeout: server not ready after 3s")
+    assert levels_of(config, "hang") == [("baseline", 1)]
+    assert LocalRunner(config.target.workdir).state.entries() == []
+    assert no_server_left(port)
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@fault(
+    "Orchestrator SIGKILLed mid-sweep, then resumed",
+    injected="SIGKILL of `specsweep run matrix-sweep` after its first level file; "
+    "`--resume RUN_ID`",
+    outcome="the killed run keeps its levels and a `running` runs row; the resume frees "
+    "the target slot the dead orchestrator held (its pid is gone), kills the orphaned "
+    "server (launch record), skips what was written and measures the rest: the same rows "
+    "as an uninterrupted run, no duplicates, no server left",
+)
+def test_sigkill_mid_sweep_then_resume_gives_every_row_once(tmp_path, port):
+    data = matrix_data(tmp_path, port, {**SPEC, "num_steps": 2}, concurrency=[1, 2, 4])
+    data["load"].update(output_len=32, requests_per_stream=6)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = parse_config(data)
+    store = ResultsStore(config.results_dir)
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    argv = [sys.executable, "-m", "specsweep.cli", "run", "matrix-sweep", "-c", str(path)]
+
+    first = subprocess.Popen(
+        [*argv, "--run-id", "killed"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: store.has_level("killed", "baseline", 1), 120, "the first level")
+    finally:
+        first.kill()  # SIGKILL: no finally, no hooks, no teardown
+        first.wait()
+    before = {c: store.read_levels("killed").query("concurrency == @c")["started_at"].iloc[0]
+              for c in (1,)}  # fmt: skip
+    assert store.read_run("killed")["status"] == "running"
+    orphans = [e["pid"] for e in LocalRunner(config.target.workdir).state.entries()]
+    assert orphans and all(psutil.pid_exists(p) for p in orphans), "the server outlived us"
+
+    resumed = subprocess.run(
+        [*argv, "--resume", "killed"], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    expected = [(v, c) for v in ("baseline", "eagle3-s2-k1-d3") for c in (1, 2, 4)]
+    assert levels_of(config, "killed") == sorted(expected)
+    levels = store.read_levels("killed")
+    assert (
+        levels.query("concurrency == 1 and variant == 'baseline'")["started_at"].iloc[0]
+        == before[1]
+    )  # the level measured before the kill was kept, not measured again
+    assert len(store.read_requests("killed")) == sum(
+        config.load.num_requests(c) for _, c in expected
+    )
+    assert store.read_run("killed")["status"] == "completed"
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in orphans)
+    assert LocalRunner(config.target.workdir).state.entries() == []
+    assert no_server_left(port)
