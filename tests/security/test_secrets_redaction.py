@@ -1,0 +1,38 @@
+"""The configuration recorded with a run (runs table) hides every secret-looking env
+value, whichever section holds it: server, step_sweep, topk_sweep or a variant."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specsweep.config_file import parse_config
+from specsweep.runs import redacted_config_json
+
+SECRET_NAMES = st.sampled_from(
+    ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD"]
+)
+_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")
+SECTIONS = ("server", "step_sweep", "topk_sweep", "variants")
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=SECRET_NAMES, section=st.sampled_from(SECTIONS), value=st.text(_CHARS, min_size=8))
+def test_secret_env_values_are_redacted_in_every_section(name, section, value):
+    value = f"s3cr3t-{value}"
+    data = {
+        "server": {"model_path": "m", "max_running_requests": 8},
+        "step_sweep": {"draft_model_path": "d", "num_steps": [2]},
+        "topk_sweep": {"draft_model_path": "d", "topk": [1]},
+        "variants": [{}],
+    }
+    env = {name: value, "PLAIN": "visible"}
+    if section == "variants":
+        data["variants"][0]["env"] = env
+    else:
+        data[section]["env"] = env
+    recorded = json.loads(redacted_config_json(parse_config(data)))
+    text = json.dumps(recorded, ensure_ascii=False)  # as stored, minus the \u escapes
+    assert value not in text and '"PLAIN": "visible"' in text
