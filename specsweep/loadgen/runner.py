@@ -24,6 +24,8 @@ import gc
 import logging
 import math
 import os
+import signal
+import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -322,5 +324,43 @@ def run_on_new_loop(coro: Coroutine[Any, Any, T]) -> T:
         box.append(await coro)
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(main())
+        with _cancel_on_sigterm(runner.get_loop()) as received:
+            try:
+                runner.run(main())
+            except asyncio.CancelledError:
+                if not received:
+                    raise
+        if received:  # the caller's own SIGTERM handler (Prefect's cancellation) runs now
+            signal.raise_signal(signal.SIGTERM)
     return box[0]
+
+
+@contextmanager
+def _cancel_on_sigterm(loop: asyncio.AbstractEventLoop) -> Iterator[list[int]]:
+    """Turn SIGTERM into a cancellation of the level, then hand it back to its handler.
+
+    A Python SIGTERM handler that raises (Prefect's, when a run is cancelled) fires
+    inside the event loop's callbacks, where asyncio and uvloop log and swallow any
+    exception that is not SystemExit or KeyboardInterrupt: the level would run on
+    and the worker would have to SIGKILL the process, skipping every cleanup hook.
+    """
+    previous = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or previous in (
+        signal.SIG_IGN,
+        None,
+    ):
+        yield []
+        return
+    received: list[int] = []
+
+    def on_term() -> None:
+        received.append(signal.SIGTERM)
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_term)
+    try:
+        yield received
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, previous)
