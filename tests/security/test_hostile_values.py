@@ -36,7 +36,7 @@ from tests.security.hostile import (
     hostile_text,
 )
 
-PURE = settings(max_examples=150, deadline=None)
+PURE = settings(max_examples=100, deadline=None)
 
 
 def _config(**server: Any) -> dict[str, Any]:
