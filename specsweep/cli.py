@@ -169,6 +169,9 @@ def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: 
     except SweepFailed as exc:
         err.print(f"[bold red]{exc}[/]")
         run_id, code = exc.run_id, 1
+    except ConfigError as exc:  # found inside the flow (e.g. the results dir), nothing ran
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
     except SpecsweepError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(1) from None

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from specsweep import progress
+from specsweep import progress, secrets
 from specsweep.cleanup import CleanupReport
 from specsweep.config import SshTarget, SweepConfig, Target, Variant
 from specsweep.errors import ServerDiedError
@@ -18,7 +18,7 @@ from specsweep.health import Readiness, ReadyReport
 from specsweep.results.rows import RunContext, level_row, request_rows
 from specsweep.results.store import ResultsStore
 from specsweep.server_facts import ServerFacts
-from specsweep.sglang_cmd import build_launch_command
+from specsweep.sglang_cmd import LaunchCommand, build_launch_command
 from specsweep.targets.host import Host, LocalHost
 from specsweep.targets.local import ServerHandle
 from specsweep.targets.process import KillReport
@@ -50,7 +50,8 @@ def launch(config: SweepConfig, variant: Variant, run_id: str) -> ServerHandle:
     remote_python = config.target.python if isinstance(config.target, SshTarget) else None
     cmd = build_launch_command(config.server, variant, default_python=remote_python)
     log_path = host.log_path(run_id, variant.label)
-    handle = host.start(cmd, log_path, config.server.port)
+    with_values = LaunchCommand(cmd.argv, secrets.resolve_env(cmd.env))  # only the server sees them
+    handle = host.start(with_values, log_path, config.server.port)
     log.info("launched %s: pid %d, log %s\n  %s", variant.label, handle.pid, log_path, cmd.shell())
     return handle
 

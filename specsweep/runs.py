@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.config import SweepConfig, Variant
-from specsweep.redact import redact_env
+from specsweep.redact import redact_args, redact_env
 from specsweep.results.rows import RunContext
 
 
@@ -45,10 +45,14 @@ def git_revision() -> str | None:
 
 
 def _redact_envs(node: Any) -> Any:
-    """Every `env` mapping anywhere in the config (server, variants, every sweep section)."""
+    """Every `env` mapping and flag list anywhere in the config (server, variants, sections)."""
     if isinstance(node, dict):
         return {
-            k: redact_env(v) if k == "env" and isinstance(v, dict) else _redact_envs(v)
+            k: redact_env(v)
+            if k == "env" and isinstance(v, dict)
+            else redact_args(v)
+            if k in ("extra_args", "launch_prefix") and isinstance(v, list)
+            else _redact_envs(v)
             for k, v in node.items()
         }
     if isinstance(node, list):

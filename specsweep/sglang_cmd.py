@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from specsweep.config import SPEC_V2_ENV, ServerSpec, Variant
-from specsweep.redact import redact_env
+from specsweep.redact import redact_args, redact_env
 
 MODULES = {
     "sglang": "sglang.launch_server",
@@ -30,8 +30,9 @@ class LaunchCommand:
     def shell(self, *, redact: bool = True) -> str:
         """A copy-pasteable shell line with every part quoted; secrets hidden by default."""
         env = redact_env(self.env) if redact else dict(self.env)
+        argv = redact_args(self.argv) if redact else list(self.argv)
         prefix = ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
-        return shlex.join([*prefix, *self.argv])
+        return shlex.join([*prefix, *argv])
 
 
 def python_for(server: ServerSpec, default: str | None = None) -> str:

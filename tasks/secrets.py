@@ -1,4 +1,4 @@
-"""SSH keys and passphrases from Prefect Secret blocks, for the engine's SSH targets.
+"""Secrets from Prefect Secret blocks: `secret:NAME` env values, SSH keys, passphrases.
 
 The engine never imports Prefect; importing this module (tasks/server.py does)
 tells it how to turn a block name into the secret's value.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prefect.blocks.system import Secret
 
-from specsweep.targets.ssh_session import set_secret_resolver
+from specsweep.secrets import set_secret_resolver
 
 
 def read_secret(name: str) -> str:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from specsweep.config import LoadSpec, ServerSpec, Variant, check_run_id
-from specsweep.redact import redact_env
+from specsweep.redact import redact_args, redact_env
 from specsweep.results.schema import SCHEMA_VERSION
 from specsweep.server_facts import ServerFacts as ServerFacts  # re-exported
 from specsweep.sglang_cmd import build_launch_command, effective_max_running_requests
@@ -59,7 +59,7 @@ def variant_columns(server: ServerSpec, variant: Variant) -> dict[str, Any]:
         "spec_v2": variant.uses_spec_v2,
         "max_running_requests": effective_max_running_requests(server, variant),
         "tp": server.tp,
-        "extra_args": json.dumps([*server.extra_args, *variant.extra_args]),
+        "extra_args": json.dumps(redact_args([*server.extra_args, *variant.extra_args])),
         "env": json.dumps(redact_env(cmd.env), sort_keys=True),
         "server_command": cmd.shell(),
     }

@@ -30,9 +30,9 @@ from specsweep.targets import wire
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.local import ServerHandle
 from specsweep.targets.process import KillReport
-from specsweep.targets.ssh_session import SshSession, set_secret_resolver
+from specsweep.targets.ssh_session import SshSession
 
-__all__ = ["SshHost", "host_for", "level_timeout_s", "set_secret_resolver"]
+__all__ = ["SshHost", "host_for", "level_timeout_s"]
 
 
 def level_timeout_s(load: LoadSpec, concurrency: int) -> float:

@@ -33,6 +33,7 @@ from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
 import specsweep
+from specsweep import secrets
 from specsweep.config import SshTarget
 from specsweep.errors import (
     ConfigError,
@@ -49,23 +50,9 @@ from specsweep.targets.ssh_errors import map_connect_error, rebuild_error
 
 log = logging.getLogger(__name__)
 
-SecretResolver = Callable[[str], str]
-_secret_resolver: SecretResolver | None = None
-
-
-def set_secret_resolver(resolver: SecretResolver | None) -> None:
-    """How key_secret / passphrase_secret names become values (tasks/ plugs Prefect in)."""
-    global _secret_resolver
-    _secret_resolver = resolver
-
 
 def _secret(name: str, what: str) -> str:
-    if _secret_resolver is None:
-        raise ConfigError(
-            f"target.{what} names a Prefect Secret block ({name!r}), which only the Prefect "
-            "flows can read: run through specsweep's flows or CLI, or use key_file"
-        )
-    return _secret_resolver(name)
+    return secrets.resolve(name, f"target.{what}")
 
 
 # -- the package copied to the host -------------------------------------------------

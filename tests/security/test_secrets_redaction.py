@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specsweep.config_file import parse_config
+from specsweep.errors import ConfigError
 from specsweep.runs import redacted_config_json
 
 SECRET_NAMES = st.sampled_from(
@@ -36,3 +38,25 @@ def test_secret_env_values_are_redacted_in_every_section(name, section, value):
     recorded = json.loads(redacted_config_json(parse_config(data)))
     text = json.dumps(recorded, ensure_ascii=False)  # as stored, minus the \u escapes
     assert value not in text and '"PLAIN": "visible"' in text
+
+
+def test_secret_flag_values_are_hidden_but_token_counts_are_not():
+    from specsweep.redact import redact_args
+
+    argv = ["--api-key", "sk-1", "--hf-token=hf_2", "--speculative-num-draft-tokens", "4"]
+    argv += ["--tokenizer-path", "tok/p", "--max-total-tokens", "9", "--admin-api-key", "k3"]
+    assert redact_args(argv) == [
+        "--api-key", "***", "--hf-token=***", "--speculative-num-draft-tokens", "4",
+        "--tokenizer-path", "tok/p", "--max-total-tokens", "9", "--admin-api-key", "***",
+    ]  # fmt: skip
+
+
+def test_env_secret_references_are_resolved_only_at_launch(monkeypatch):
+    from specsweep import secrets
+
+    monkeypatch.setattr(secrets, "_resolver", {"hf": "hf_value"}.__getitem__)
+    env = {"HF_TOKEN": "secret:hf", "PLAIN": "x"}
+    assert secrets.resolve_env(env) == {"HF_TOKEN": "hf_value", "PLAIN": "x"}
+    monkeypatch.setattr(secrets, "_resolver", None)
+    with pytest.raises(ConfigError, match=r"env\.HF_TOKEN names a secret"):
+        secrets.resolve_env(env)

@@ -1,0 +1,45 @@
+"""Secrets by reference: the configuration names a secret, the value is fetched at use.
+
+A value of the form ``secret:NAME`` in ``server.env`` / a variant's ``env`` (and the
+SSH target's ``key_secret`` / ``passphrase_secret``) is the name of a secret in the
+orchestrator's secret store, by default Prefect Secret blocks (tasks/secrets.py plugs
+them in; the engine never imports Prefect). Only the reference is stored in flow-run
+parameters, logs and results; the value exists only in the launched server's
+environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from specsweep.errors import ConfigError
+
+SecretResolver = Callable[[str], str]
+PREFIX = "secret:"
+_resolver: SecretResolver | None = None
+
+
+def set_secret_resolver(resolver: SecretResolver | None) -> None:
+    global _resolver
+    _resolver = resolver
+
+
+def is_reference(value: str) -> bool:
+    return value.startswith(PREFIX)
+
+
+def resolve(name: str, what: str) -> str:
+    if _resolver is None:
+        raise ConfigError(
+            f"{what} names a secret ({name!r}) that only the Prefect flows can read: run "
+            "through specsweep's flows or CLI, or give the value another way"
+        )
+    return _resolver(name)
+
+
+def resolve_env(env: Mapping[str, str], what: str = "env") -> dict[str, str]:
+    """The environment with every ``secret:NAME`` value replaced by the secret."""
+    return {
+        k: resolve(v[len(PREFIX) :], f"{what}.{k}") if is_reference(v) else v
+        for k, v in env.items()
+    }
