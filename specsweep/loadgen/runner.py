@@ -24,8 +24,6 @@ import gc
 import logging
 import math
 import os
-import signal
-import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -324,43 +322,49 @@ def run_on_new_loop(coro: Coroutine[Any, Any, T]) -> T:
         box.append(await coro)
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        with _cancel_on_sigterm(runner.get_loop()) as received:
+        with _signal_exceptions_escape(runner.get_loop()) as caught:
             try:
                 runner.run(main())
             except asyncio.CancelledError:
-                if not received:
+                if not caught:
                     raise
-        if received:  # the caller's own SIGTERM handler (Prefect's cancellation) runs now
-            signal.raise_signal(signal.SIGTERM)
+        if caught:  # e.g. Prefect's TerminationSignal: the run was cancelled
+            raise caught[0]
     return box[0]
 
 
 @contextmanager
-def _cancel_on_sigterm(loop: asyncio.AbstractEventLoop) -> Iterator[list[int]]:
-    """Turn SIGTERM into a cancellation of the level, then hand it back to its handler.
+def _signal_exceptions_escape(loop: asyncio.AbstractEventLoop) -> Iterator[list[BaseException]]:
+    """Let an exception raised by a signal handler stop the level and reach the caller.
 
-    A Python SIGTERM handler that raises (Prefect's, when a run is cancelled) fires
-    inside the event loop's callbacks, where asyncio and uvloop log and swallow any
-    exception that is not SystemExit or KeyboardInterrupt: the level would run on
-    and the worker would have to SIGKILL the process, skipping every cleanup hook.
+    A Python signal handler that raises (Prefect's SIGTERM bridge, when a run is
+    cancelled) fires inside the event loop's callbacks, where asyncio and uvloop hand
+    any exception but SystemExit and KeyboardInterrupt to the exception handler, which
+    logs it and carries on: the level would run to its end and the worker would have
+    to SIGKILL the process, skipping every cleanup. Here such an exception cancels the
+    level and is raised again once the loop has stopped. The caller's handler stays
+    installed (Prefect acknowledges a cancellation only while its own handler is).
     """
-    previous = signal.getsignal(signal.SIGTERM)
-    if threading.current_thread() is not threading.main_thread() or previous in (
-        signal.SIG_IGN,
-        None,
-    ):
-        yield []
-        return
-    received: list[int] = []
+    caught: list[BaseException] = []
+    previous = loop.get_exception_handler()
 
-    def on_term() -> None:
-        received.append(signal.SIGTERM)
-        for task in asyncio.all_tasks(loop):
-            task.cancel()
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, BaseException) and not isinstance(
+            exc, Exception | asyncio.CancelledError
+        ):
+            if not caught:
+                caught.append(exc)
+                for task in asyncio.all_tasks(loop):
+                    task.cancel()
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
 
-    loop.add_signal_handler(signal.SIGTERM, on_term)
+    loop.set_exception_handler(handler)
     try:
-        yield received
+        yield caught
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, previous)
+        loop.set_exception_handler(previous)

@@ -34,6 +34,8 @@ class Fault:
     injected: str
     outcome: str
     test: str
+    module: str
+    line: int
 
 
 FAULTS: dict[str, Fault] = {}
@@ -44,7 +46,8 @@ def fault(name: str, *, injected: str, outcome: str) -> Callable[[F], F]:
 
     def register(fn: F) -> F:
         test = f"{fn.__module__.replace('.', '/')}.py::{fn.__name__}"
-        FAULTS[name] = Fault(name, injected, outcome, test)
+        module, line = fn.__module__, fn.__code__.co_firstlineno
+        FAULTS[name] = Fault(name, injected, outcome, test, module, line)
         return fn
 
     return register
@@ -53,7 +56,9 @@ def fault(name: str, *, injected: str, outcome: str) -> Callable[[F], F]:
 def collect() -> list[Fault]:
     for module in MODULES:
         importlib.import_module(module)
-    return list(FAULTS.values())
+    # pytest may have imported the modules in another order: sort, never depend on it
+    order = {m: i for i, m in enumerate(MODULES)}
+    return sorted(FAULTS.values(), key=lambda f: (order.get(f.module, len(order)), f.line))
 
 
 def render(faults: list[Fault]) -> str:
