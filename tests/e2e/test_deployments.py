@@ -90,8 +90,9 @@ def test_the_nightly_schedule_is_registered_with_its_cron_and_timezone(
     "Flow cancelled from Prefect",
     injected="`prefect flow-run cancel` on a step sweep run by a process worker while a level runs",
     outcome=(
-        "the run ends Cancelled; the sweep's cancellation hook stops the server by its "
-        "launch record: no server process, port closed, launch record empty"
+        "the level stops at once (the SIGTERM reaches Prefect through the load generator's "
+        "event loop), the variant's teardown and the cancellation hooks stop the server, "
+        "the run ends Cancelled: no server process, port closed, launch record empty"
     ),
 )
 def test_cancelling_a_sweep_leaves_no_server_running(prefect_stack: PrefectStack, tmp_path):
