@@ -31,7 +31,7 @@ from specsweep.errors import ConfigError, SpecsweepError
 from specsweep.plan import SweepKind, sweep_variants
 from specsweep.progress import progress_sink
 from specsweep.results.store import ResultsStore
-from specsweep.sglang_cmd import build_launch_command
+from specsweep.sglang_cmd import command_for
 from specsweep.summary import Summary, summarize
 
 if TYPE_CHECKING:
@@ -246,9 +246,12 @@ def plan(
     kind: SweepKind = sweep  # type: ignore[assignment]
     cfg = _load(config, set_, kind)
     variants = sweep_variants(cfg, kind)
+    t = cfg.target
+    where = f"{t.address} over SSH, workdir {t.workdir}" if t.kind == "ssh" else "this machine"
+    console.print(f"target {t.name}: {where}")
     for variant in variants:
         console.print(f"[bold]{variant.label}[/]")
-        console.print(f"  {build_launch_command(cfg.server, variant).shell()}", soft_wrap=True)
+        console.print(f"  {command_for(cfg, variant).shell()}", soft_wrap=True)
     levels = ", ".join(f"c={c} ({cfg.load.num_requests(c)} req)" for c in cfg.load.concurrency)
     console.print(f"levels: {levels}")
     console.print(f"{len(variants)} variants x {len(cfg.load.concurrency)} levels")

@@ -18,7 +18,7 @@ from specsweep.health import Readiness, ReadyReport
 from specsweep.results.rows import RunContext, level_row, request_rows
 from specsweep.results.store import ResultsStore
 from specsweep.server_facts import ServerFacts
-from specsweep.sglang_cmd import LaunchCommand, build_launch_command
+from specsweep.sglang_cmd import LaunchCommand, command_for
 from specsweep.targets.host import Host, LocalHost
 from specsweep.targets.local import ServerHandle
 from specsweep.targets.process import KillReport
@@ -47,8 +47,7 @@ def kill_stale_servers(config: SweepConfig, *, force: bool = False) -> CleanupRe
 
 def launch(config: SweepConfig, variant: Variant, run_id: str) -> ServerHandle:
     host = host_for(config.target)
-    remote_python = config.target.python if isinstance(config.target, SshTarget) else None
-    cmd = build_launch_command(config.server, variant, default_python=remote_python)
+    cmd = command_for(config, variant)
     log_path = host.log_path(run_id, variant.label)
     with_values = LaunchCommand(cmd.argv, secrets.resolve_env(cmd.env))  # only the server sees them
     handle = host.start(with_values, log_path, config.server.port)

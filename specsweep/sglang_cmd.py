@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from specsweep.config import SPEC_V2_ENV, ServerSpec, Variant
+from specsweep.config import SPEC_V2_ENV, ServerSpec, SshTarget, SweepConfig, Variant
 from specsweep.redact import redact_args, redact_env
 
 MODULES = {
@@ -90,3 +90,9 @@ def build_launch_command(
         ]
     argv += [*server.extra_args, *variant.extra_args]
     return LaunchCommand(argv=tuple(argv), env=variant_env(server, variant))
+
+
+def command_for(config: SweepConfig, variant: Variant) -> LaunchCommand:
+    """The command a sweep runs for a variant on its target (an SSH host's python)."""
+    remote = config.target.python if isinstance(config.target, SshTarget) else None
+    return build_launch_command(config.server, variant, default_python=remote)
