@@ -9,8 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from specsweep.config_file import parse_config
+
+# The same examples on every run: a property test must not pass today and fail in
+# tomorrow's CI on a case it happened to draw. Explore locally with
+# HYPOTHESIS_PROFILE=explore.
+settings.register_profile("specsweep", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "specsweep"))
 
 
 def free_port() -> int:
