@@ -166,9 +166,10 @@ def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: 
         with level_progress_bar():
             result = sweep_flow(config, run_id=run_id, force=force)
         run_id, code = result["run_id"], 0
+        answer = result.get("answer") or {}
     except SweepFailed as exc:
         err.print(f"[bold red]{exc}[/]")
-        run_id, code = exc.run_id, 1
+        run_id, code, answer = exc.run_id, 1, {}
     except ConfigError as exc:  # found inside the flow (e.g. the results dir), nothing ran
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -178,7 +179,11 @@ def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: 
     if run_id:
         store = ResultsStore(config.results_dir)
         show_run(store, run_id)
+        if answer.get("policy"):
+            console.print(f"[bold]policy:[/] {answer['policy']}", soft_wrap=True)
         console.print(f"results: {store.levels_dir / run_id}")
+        if answer.get("report_html"):
+            console.print(f"report:  {answer['report_html']}")
     raise typer.Exit(code)
 
 
