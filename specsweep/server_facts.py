@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ class ServerFacts:
     simulated: bool = False
     gpu_name: str | None = None
     gpu_count: int | None = None
+    driver_version: str | None = None
+    gpu_host: str | None = None  # the machine the server runs on (an SSH target's name)
 
 
 def _server_info(base_url: str, timeout_s: float = 10.0) -> dict:
@@ -37,23 +40,26 @@ def _server_info(base_url: str, timeout_s: float = 10.0) -> dict:
     return {}
 
 
-def local_gpus() -> tuple[str | None, int | None]:
-    """GPU name and count from nvidia-smi, or (None, None) on a host without one."""
+def local_gpus() -> tuple[str | None, int | None, str | None]:
+    """GPU name, count and driver version from nvidia-smi; Nones on a host without one."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return None, None
+        return None, None, None
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=name", "--format=csv,noheader"],
+            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=20,
             check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
-        return None, None
-    names = [n.strip() for n in out.splitlines() if n.strip()]
-    return (names[0], len(names)) if names else (None, None)
+        return None, None, None
+    rows = [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
+    if not rows:
+        return None, None, None
+    driver = rows[0][1] if len(rows[0]) > 1 else None
+    return rows[0][0], len(rows), driver
 
 
 def server_facts(server: ServerSpec, base_url: str | None = None) -> ServerFacts:
@@ -61,7 +67,8 @@ def server_facts(server: ServerSpec, base_url: str | None = None) -> ServerFacts
     info = _server_info(base_url or server.base_url)
     simulated = bool(info.get("simulated")) or server.backend == "simulator"
     version = info.get("version")
+    host = socket.gethostname()
     if simulated:
-        return ServerFacts(version, True, "simulated", server.tp)
-    name, count = local_gpus()
-    return ServerFacts(version, False, name, count)
+        return ServerFacts(version, True, "simulated", server.tp, None, host)
+    name, count, driver = local_gpus()
+    return ServerFacts(version, False, name, count, driver, host)

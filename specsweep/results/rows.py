@@ -80,6 +80,8 @@ def level_row(
         "sglang_version": facts.sglang_version,
         "gpu_name": facts.gpu_name,
         "gpu_count": facts.gpu_count,
+        "driver_version": facts.driver_version,
+        "gpu_host": facts.gpu_host,
         **variant_columns(server, variant),
         "concurrency": c,
         "input_len": load.input_len,

@@ -58,6 +58,8 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("sglang_version", pa.string()),
         pa.field("gpu_name", pa.string()),
         pa.field("gpu_count", pa.int16()),
+        pa.field("driver_version", pa.string()),
+        pa.field("gpu_host", pa.string()),  # hostname of the machine the server ran on
         pa.field("model_path", pa.string(), nullable=False),
         pa.field("draft_model_path", pa.string()),
         pa.field("algorithm", pa.string()),

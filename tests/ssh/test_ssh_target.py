@@ -3,6 +3,7 @@ the "remote" host, waited for, benchmarked there, cleaned up and torn down."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -63,6 +64,7 @@ def test_lifecycle_over_ssh(tmp_path, port, sshd):
         seen = []
         row = pipeline.measure_level(config, ctx, BASELINE, facts, 2, lambda d, t: seen.append(d))
         assert row["status"] == "ok" and row["completed"] == config.load.num_requests(2)
+        assert row["gpu_host"] == socket.gethostname()  # asked on the host (here: loopback)
         assert seen and seen[-1] == config.load.num_requests(2)  # progress streamed back
         assert ResultsStore(config.results_dir).has_level("run-ssh", "baseline", 2)
     finally:

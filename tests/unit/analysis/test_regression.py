@@ -225,3 +225,12 @@ def test_a_night_where_nothing_was_measured_is_judged_from_the_runs_table():
     assert report.regressed
     assert len(report.regressions) == 4  # both variants at both levels
     assert report.history_run_ids[-1] == night(6)[0]
+
+
+def test_a_driver_change_is_shown_with_the_regression():
+    run_id, rows = tonight(spec_c8=0.9, driver_version="560.35.03")
+    history = nights(QUIET, driver_version="550.54.15")
+    report = judge_run(frame(history + rows), run_id)
+    assert verdict(report, SPEC, 8) == "regression"
+    assert report.environment["driver_version"] == ("550.54.15", "560.35.03")
+    assert "driver_version: 550.54.15 -> 560.35.03" in report.message()
