@@ -268,6 +268,14 @@ class SshSession:
                     f"{self.target.address}: {self.target.python!r} not found there "
                     f"(set target.python): {' '.join(err)}"
                 )
+            missing = next((ln for ln in reversed(err) if "ModuleNotFoundError" in ln), None)
+            if rc != 0 and missing is not None:
+                raise ConfigError(
+                    f"{self.target.address}: {self.target.python!r} lacks a module specsweep's "
+                    f"helper needs ({missing.strip()}); point target.python at the sglang "
+                    "venv's python, which has them all (psutil, requests, pydantic, orjson, "
+                    "uvloop, pyyaml)"
+                )
             if rc not in (0, 3):
                 raise RemoteError(
                     f"{self.target.address}: {what} exited with status {rc}: "
