@@ -23,6 +23,7 @@ from specsweep.report_md import summary_markdown
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore, new_run_id
 from specsweep.runs import run_row
+from specsweep.secrets import literal_secret_names
 from specsweep.summary import summarize
 from tasks.answer import publish_answer
 
@@ -88,6 +89,12 @@ def run_sweep(
         config.results_dir,
         " (resumed: measured levels are skipped)" if previous else "",
     )
+    if literal := literal_secret_names([config.server.env, *(v.env for v in variants)]):
+        logger.warning(
+            "%s: plain values in env are kept in this flow run's stored parameters; "
+            "write them as secret:<Prefect Secret block name> instead",
+            ", ".join(literal),
+        )
     errors: dict[str, str] = {}
     skipped: list[str] = []
     for variant in variants:

@@ -10,7 +10,7 @@ environment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from specsweep.errors import ConfigError
 
@@ -43,3 +43,13 @@ def resolve_env(env: Mapping[str, str], what: str = "env") -> dict[str, str]:
         k: resolve(v[len(PREFIX) :], f"{what}.{k}") if is_reference(v) else v
         for k, v in env.items()
     }
+
+
+def literal_secret_names(envs: Iterable[Mapping[str, str]]) -> list[str]:
+    """Secret-looking variables given as plain values, which the run's stored parameters
+    (Prefect keeps a flow run's config) would hold: better as ``secret:NAME``."""
+    from specsweep.redact import is_secret_name
+
+    return sorted(
+        {k for env in envs for k, v in env.items() if is_secret_name(k) and not is_reference(v)}
+    )

@@ -60,3 +60,10 @@ def test_env_secret_references_are_resolved_only_at_launch(monkeypatch):
     monkeypatch.setattr(secrets, "_resolver", None)
     with pytest.raises(ConfigError, match=r"env\.HF_TOKEN names a secret"):
         secrets.resolve_env(env)
+
+
+def test_plain_secret_values_are_found_for_a_warning():
+    from specsweep.secrets import literal_secret_names
+
+    envs = [{"HF_TOKEN": "hf_x", "CUDA_VISIBLE_DEVICES": "0"}, {"MY_API_KEY": "secret:k"}]
+    assert literal_secret_names(envs) == ["HF_TOKEN"]
