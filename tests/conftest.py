@@ -78,13 +78,12 @@ def sim_config(tmp_path: Path, port: int):
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real OpenSSH server on 127.0.0.1 (key auth, its own known_hosts), one per session."""
+    from tests.needs import missing
     from tests.sshd import start_sshd, why_unavailable
 
     reason = why_unavailable()
     if reason is not None:
-        if os.environ.get("SPECSWEEP_REQUIRE_SSHD") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing("SSHD", reason)
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()

@@ -3,7 +3,7 @@
 Key-only auth, a known_hosts file holding its host key, and sftp: what a
 GPU host reached over SSH offers. Needs /usr/sbin/sshd (`.ci/run` installs
 openssh-server); tests skip with the install command where it is missing,
-and fail instead when SPECSWEEP_REQUIRE_SSHD=1 (CI).
+and fail instead where it is required (CI; tests/needs.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A run started from the Prefect UI's form, in headless Chromium, as a user would.
 
 Uses Debian's chromium and chromium-driver (apt), never a downloaded browser.
-Skipped with the reason when they are missing, unless SPECSWEEP_REQUIRE_BROWSER=1
-(CI), where a missing browser fails.
+Skipped with the reason when they are missing, unless required (CI, where a missing
+browser fails: tests/needs.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.e2e.conftest import TARGET, PrefectStack
+from tests.needs import missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow]
 
@@ -27,10 +28,9 @@ CHROMEDRIVER = shutil.which("chromedriver")
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[object]:
     if CHROMIUM is None or CHROMEDRIVER is None:
-        reason = "needs chromium and chromedriver: apt-get install chromium chromium-driver"
-        if os.environ.get("SPECSWEEP_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing(
+            "BROWSER", "needs chromium and chromedriver: apt-get install chromium chromium-driver"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -24,6 +24,7 @@ from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
 from tests.integration.sim_server import launched, ready_server
+from tests.needs import missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -166,7 +167,7 @@ def _in_tiny_disk(tmp_path: Path, size: str) -> str:
         timeout=60,
     )
     if proc.returncode != 0 and "unshare" in proc.stderr:
-        pytest.skip(f"no user namespaces here: {proc.stderr.strip()}")
+        missing("USERNS", f"no user namespaces here (unshare -Urm): {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -27,6 +27,7 @@ from specsweep.targets.local import LocalRunner
 from tests.conftest import FAST_SIM_ENV, free_port
 from tests.faults.registry import fault
 from tests.integration.test_cleanup import LISTEN, listening
+from tests.needs import missing
 
 pytestmark = pytest.mark.integration
 
@@ -164,8 +165,9 @@ def test_foreign_gpu_process_blocks_and_survives_unless_forced(host, tmp_path):
     assert any("force" in n for n in report.notes)
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="another user's process needs root to start")
 def test_other_users_gpu_process_blocks_even_with_an_sglang_name(host, tmp_path):
+    if os.getuid() != 0:
+        missing("ROOT", "starting another user's process needs root")
     sleep = shutil.which("sleep")
     other = host.holder(0, 4000, "sglang::scheduler_TP0", "600", user=65534, exe=sleep)
     with pytest.raises(StaleProcessError, match=rf"pid {other} \(user nobody"):

@@ -18,8 +18,8 @@ only, so the test suite (``tests/protocol``) and ``benchmarks/refclients.py`` sh
 it without the reference environment's packages.
 
 ``SPECSWEEP_REFCLIENTS_DIR`` overrides where the environments live (default
-``<repo>/.refclients``). ``SPECSWEEP_REQUIRE_REFCLIENTS=1`` (set by CI) turns a
-missing environment from a skip into a failure.
+``<repo>/.refclients``). A missing environment skips the test, or fails it where
+``SPECSWEEP_REQUIRE_REFCLIENTS=1`` / ``SPECSWEEP_REQUIRE_ALL=1`` (CI): see tests/needs.py.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ SETUP_SCRIPT = HERE / "setup_refclients.sh"
 REQUIREMENTS = HERE / "refclients-requirements.txt"
 
 ENV_DIR = "SPECSWEEP_REFCLIENTS_DIR"
-ENV_REQUIRE = "SPECSWEEP_REQUIRE_REFCLIENTS"
 CLIENT_KINDS = ("python", "rust")
 # A loopback server is never reached through a proxy (``requests`` honours *_PROXY).
 _NO_PROXY = "127.0.0.1,localhost,::1"
@@ -59,11 +58,6 @@ class RefEnvMissing(RuntimeError):
 def refclients_dir() -> Path:
     raw = os.environ.get(ENV_DIR, "").strip()
     return Path(raw).expanduser().resolve() if raw else REPO_ROOT / ".refclients"
-
-
-def required() -> bool:
-    """True when a missing reference environment must fail rather than skip (CI)."""
-    return os.environ.get(ENV_REQUIRE, "").strip().lower() in ("1", "true", "yes")
 
 
 def setup_command() -> str:

@@ -25,8 +25,8 @@ samples for a few percent), the median ITL of a speculative server (per-token IT
 come in clusters gap/1, gap/2, ...; the median jumps between them), and TTFT at
 concurrency > 1 (only loosely, see ``_TTFT_BATCHED``).
 
-Skipped when the reference environment is absent, unless
-``SPECSWEEP_REQUIRE_REFCLIENTS=1`` (CI), which makes that a failure.
+Skipped when the reference environment is absent, unless ``SPECSWEEP_REQUIRE_ALL=1``
+or ``SPECSWEEP_REQUIRE_REFCLIENTS=1`` (CI), which makes that a failure.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import pytest
 from specsweep.config import LoadSpec
 from specsweep.loadgen.metrics import LevelMetrics
 from specsweep.loadgen.runner import LevelResult, run_level_sync
+from tests import needs
 from tests.protocol import refenv
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -220,10 +221,7 @@ def sglang_env() -> refenv.SglangEnv:
     try:
         return refenv.find_sglang_env()
     except refenv.RefEnvMissing as exc:
-        missing = str(exc)
-    if refenv.required():
-        pytest.fail(f"{missing} ({refenv.ENV_REQUIRE}=1: CI must run this test)", pytrace=False)
-    pytest.skip(missing)
+        needs.missing("REFCLIENTS", str(exc))
 
 
 @pytest.fixture(scope="session")

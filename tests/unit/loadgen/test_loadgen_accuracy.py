@@ -59,6 +59,7 @@ from specsweep.loadgen.http import kernel_timestamps
 from specsweep.loadgen.metrics import RequestRecord, percentile
 from specsweep.loadgen.prompts import level_seed, make_input_ids
 from specsweep.loadgen.runner import run_level_sync
+from tests.needs import missing
 from tests.unit.loadgen.stub_util import stub_process
 
 TTFT_MS, GAP_MS, CYCLE = 30.0, 20.0, (1, 3, 2)
@@ -122,9 +123,10 @@ def cpu_wait_ms() -> float:
         return 0.0
 
 
-@pytest.mark.skipif(not kernel_timestamps(), reason="no kernel arrival timestamps here")
 @pytest.mark.parametrize(("concurrency", "n_requests"), [(1, 4), (64, 128)])
 def test_timings_match_what_was_sent(precise_stub: str, concurrency: int, n_requests: int) -> None:
+    if not kernel_timestamps():
+        missing("KERNEL_TIMESTAMPS", "no kernel arrival timestamps (SO_TIMESTAMPNS) here")
     load = LoadSpec(
         input_len=16, output_len=OUTPUT_LEN, requests_per_level=n_requests, request_timeout_s=30
     )
