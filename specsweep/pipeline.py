@@ -96,7 +96,8 @@ def measure_level(
         ctx.run_id, variant.label, concurrency,
         request_rows(ctx, variant.label, concurrency, result),
     )  # fmt: skip
-    row = level_row(ctx, config.server, variant, config.load, facts, result)
+    cmd = command_for(config, variant)  # what ran, on the target
+    row = level_row(ctx, config.server, variant, config.load, facts, result, cmd)
     store.write_level(row)
     return row
 

@@ -12,7 +12,11 @@ from specsweep.config import LoadSpec, ServerSpec, Variant, check_run_id
 from specsweep.redact import redact_args, redact_env
 from specsweep.results.schema import SCHEMA_VERSION
 from specsweep.server_facts import ServerFacts as ServerFacts  # re-exported
-from specsweep.sglang_cmd import build_launch_command, effective_max_running_requests
+from specsweep.sglang_cmd import (
+    LaunchCommand,
+    build_launch_command,
+    effective_max_running_requests,
+)
 
 if TYPE_CHECKING:
     from specsweep.loadgen.metrics import RequestRecord
@@ -44,8 +48,11 @@ class RunContext:
         }
 
 
-def variant_columns(server: ServerSpec, variant: Variant) -> dict[str, Any]:
-    cmd = build_launch_command(server, variant)
+def variant_columns(
+    server: ServerSpec, variant: Variant, cmd: LaunchCommand | None = None
+) -> dict[str, Any]:
+    """``cmd``: the command that ran (an SSH target's python); default: the local one."""
+    cmd = cmd or build_launch_command(server, variant)
     return {
         "variant": variant.label,
         "is_baseline": variant.is_baseline,
@@ -72,6 +79,7 @@ def level_row(
     load: LoadSpec,
     facts: ServerFacts,
     result: LevelResult,
+    cmd: LaunchCommand | None = None,
 ) -> dict[str, Any]:
     c = result.metrics.concurrency
     return {
@@ -82,7 +90,7 @@ def level_row(
         "gpu_count": facts.gpu_count,
         "driver_version": facts.driver_version,
         "gpu_host": facts.gpu_host,
-        **variant_columns(server, variant),
+        **variant_columns(server, variant, cmd),
         "concurrency": c,
         "input_len": load.input_len,
         "output_len": load.output_len,

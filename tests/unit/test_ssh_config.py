@@ -72,3 +72,16 @@ def test_agent_rejects_a_malformed_request(capsys):
     assert agent.main(["tail", "--payload", bad]) == agent.EXIT_BAD_REQUEST
     event = json.loads(capsys.readouterr().out)
     assert event["event"] == "error" and "JSON object" in event["message"]
+
+
+def test_the_recorded_command_is_the_one_the_ssh_host_runs():
+    from specsweep.plan import BASELINE
+    from specsweep.results.rows import variant_columns
+    from specsweep.sglang_cmd import command_for
+
+    target = {"kind": "ssh", "name": "a", "host": "h", "python": "/opt/sglang/bin/python"}
+    config = _config({**target, "verify_host_key": False}, backend="simulator")
+    cmd = command_for(config, BASELINE)
+    assert cmd.argv[0] == "/opt/sglang/bin/python"
+    columns = variant_columns(config.server, BASELINE, cmd)
+    assert columns["server_command"].startswith("/opt/sglang/bin/python -m specsweep.sim")
