@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import requests
 
 from specsweep.config import ServerSpec
+from specsweep.gpus import gpus_from_env
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class ServerFacts:
     gpu_count: int | None = None
     driver_version: str | None = None
     gpu_host: str | None = None  # the machine the server runs on (an SSH target's name)
+    gpu_uuids: str | None = None  # the server's GPUs, comma-separated: which cards measured
 
 
 def _server_info(base_url: str, timeout_s: float = 10.0) -> dict:
@@ -40,26 +42,33 @@ def _server_info(base_url: str, timeout_s: float = 10.0) -> dict:
     return {}
 
 
-def local_gpus() -> tuple[str | None, int | None, str | None]:
-    """GPU name, count and driver version from nvidia-smi; Nones on a host without one."""
+def local_gpus(
+    visible: list[int] | None = None,
+) -> tuple[str | None, int | None, str | None, str | None]:
+    """GPU name, count, driver version and uuids from nvidia-smi, for the GPUs a server
+    may use (`visible` indices; None: all); Nones on a host without nvidia-smi."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return None, None, None
+        return None, None, None, None
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            [smi, "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=20,
             check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
-        return None, None, None
+        return None, None, None, None
     rows = [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
+    rows = [r for r in rows if len(r) == 4 and (visible is None or _index(r[0]) in visible)]
     if not rows:
-        return None, None, None
-    driver = rows[0][1] if len(rows[0]) > 1 else None
-    return rows[0][0], len(rows), driver
+        return None, None, None, None
+    return rows[0][1], len(rows), rows[0][2], ",".join(r[3] for r in rows)
+
+
+def _index(cell: str) -> int | None:
+    return int(cell) if cell.isdigit() else None
 
 
 def server_facts(server: ServerSpec, base_url: str | None = None) -> ServerFacts:
@@ -70,5 +79,5 @@ def server_facts(server: ServerSpec, base_url: str | None = None) -> ServerFacts
     host = socket.gethostname()
     if simulated:
         return ServerFacts(version, True, "simulated", server.tp, None, host)
-    name, count, driver = local_gpus()
-    return ServerFacts(version, False, name, count, driver, host)
+    name, count, driver, uuids = local_gpus(gpus_from_env(server.env))
+    return ServerFacts(version, False, name, count, driver, host, uuids)

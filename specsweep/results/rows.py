@@ -90,6 +90,7 @@ def level_row(
         "gpu_count": facts.gpu_count,
         "driver_version": facts.driver_version,
         "gpu_host": facts.gpu_host,
+        "gpu_uuids": facts.gpu_uuids,
         **variant_columns(server, variant, cmd),
         "concurrency": c,
         "input_len": load.input_len,

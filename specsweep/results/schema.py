@@ -60,6 +60,7 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("gpu_count", pa.int16()),
         pa.field("driver_version", pa.string()),
         pa.field("gpu_host", pa.string()),  # hostname of the machine the server ran on
+        pa.field("gpu_uuids", pa.string()),  # the server's GPUs (nvidia-smi uuids, comma-joined)
         pa.field("model_path", pa.string(), nullable=False),
         pa.field("draft_model_path", pa.string()),
         pa.field("algorithm", pa.string()),
