@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prefect import Flow, flow, get_run_logger
@@ -57,15 +58,25 @@ def benchmark_variant(
     """Benchmark one variant at every level; the server is torn down whatever happens."""
     logger = get_run_logger()
     store = ResultsStore(config.results_dir)
-    todo = [c for c in config.load.concurrency if not store.has_level(ctx.run_id, variant.label, c)]
+    target = config.target.name
+    measured = [
+        c for c in config.load.concurrency if store.has_level(ctx.run_id, variant.label, c, target)
+    ]
+    todo = [c for c in config.load.concurrency if c not in measured]
     if not todo:
-        logger.info("%s: every level already measured in run %s", variant.label, ctx.run_id)
+        logger.info(
+            "%s: every level already measured on %s in run %s", variant.label, target, ctx.run_id
+        )
         return []
     rows: list[dict[str, Any]] = []
     handle = None
     phases = Phases()
     # The target lock spans kill-stale .. teardown: no other flow touches these GPUs meanwhile.
     with target_lock(config):
+        # The server's life on this target, recorded before anything starts: a host lost
+        # mid-variant still leaves when its server began.
+        held: dict[str, float] = {"held_from_unix": time.time()}
+        store.write_phases(ctx.run_id, variant.label, target, held)
         try:
             for attempt in range(1, config.server.start_attempts + 1):
                 with phases.timed("kill_stale_s"):
@@ -95,5 +106,6 @@ def benchmark_variant(
             if handle is not None:
                 with phases.timed("teardown_s"):
                     teardown_server(config, handle)
-            store.write_phases(ctx.run_id, variant.label, phases.seconds)
+            held["held_until_unix"] = time.time()
+            store.write_phases(ctx.run_id, variant.label, target, phases.seconds | held)
     return rows

@@ -93,7 +93,7 @@ def measure_level(
     result = host.run_level(config.server, concurrency, config.load, both)
     store = ResultsStore(config.results_dir)
     store.write_requests(
-        ctx.run_id, variant.label, concurrency,
+        ctx.run_id, variant.label, concurrency, ctx.target,
         request_rows(ctx, variant.label, concurrency, result),
     )  # fmt: skip
     cmd = command_for(config, variant)  # what ran, on the target

@@ -2,9 +2,16 @@
 
 Layout under the results root (readable without specsweep)::
 
-    levels/<run_id>/<variant>__c<concurrency>.parquet     one row
-    requests/<run_id>/<variant>__c<concurrency>.parquet   one row per measured request
-    runs/<run_id>.parquet                                 one row
+    levels/<run_id>/<variant>__c<concurrency>@<target>.parquet     one row
+    requests/<run_id>/<variant>__c<concurrency>@<target>.parquet   one row per request
+    runs/<run_id>.parquet                                          one row
+    phases/<run_id>/<variant>@<target>.json                        phase timings
+
+The target (host) is part of every measurement's name: in a fleet the same
+variant and level can be measured on two hosts (a re-run after a host was
+lost), and neither may overwrite the other. Files written before targets were
+part of the name (``<variant>__c<concurrency>.parquet``) still read and still
+count as measured.
 
 A file is written to a temporary name and renamed, so a reader or a crash
 never sees half a file, and "the file exists" is the resume test.
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import tempfile
 from datetime import UTC, datetime
@@ -27,6 +35,15 @@ from specsweep.results.schema import LEVELS_SCHEMA, REQUESTS_SCHEMA, RUNS_SCHEMA
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def target_slug(target: str) -> str:
+    """A target name as a file-name part (names are labels; paths need a safe subset)."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "-", target).strip("-") or "unnamed"
+
+
+def _level_stem(variant: str, concurrency: int) -> str:
+    return f"{variant}__c{concurrency:05d}"
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -92,49 +109,81 @@ class ResultsStore:
     def requests_dir(self) -> Path:
         return self.root / "requests"
 
-    def level_path(self, run_id: str, variant: str, concurrency: int) -> Path:
-        return self.levels_dir / run_id / f"{variant}__c{concurrency:05d}.parquet"
+    def level_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path:
+        name = f"{_level_stem(variant, concurrency)}@{target_slug(target)}.parquet"
+        return self.levels_dir / run_id / name
 
-    def requests_path(self, run_id: str, variant: str, concurrency: int) -> Path:
-        return self.requests_dir / run_id / f"{variant}__c{concurrency:05d}.parquet"
+    def requests_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path:
+        name = f"{_level_stem(variant, concurrency)}@{target_slug(target)}.parquet"
+        return self.requests_dir / run_id / name
 
     def run_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.parquet"
 
-    def has_level(self, run_id: str, variant: str, concurrency: int) -> bool:
-        return self.level_path(run_id, variant, concurrency).exists()
+    def has_level(
+        self, run_id: str, variant: str, concurrency: int, target: str | None = None
+    ) -> bool:
+        """Measured on `target` (None: on any target) in this run.
+
+        A file from before targets were in the name counts for every target.
+        """
+        stem = _level_stem(variant, concurrency)
+        if (self.levels_dir / run_id / f"{stem}.parquet").exists():
+            return True
+        if target is not None:
+            return self.level_path(run_id, variant, concurrency, target).exists()
+        folder = self.levels_dir / run_id
+        return folder.is_dir() and any(p.name.startswith(f"{stem}@") for p in folder.iterdir())
 
     def write_level(self, row: dict[str, Any]) -> Path:
-        path = self.level_path(row["run_id"], row["variant"], row["concurrency"])
+        path = self.level_path(row["run_id"], row["variant"], row["concurrency"], row["target"])
         return _write_atomic(_conform([row], LEVELS_SCHEMA), path)
 
     def write_requests(
-        self, run_id: str, variant: str, concurrency: int, rows: list[dict[str, Any]]
+        self, run_id: str, variant: str, concurrency: int, target: str, rows: list[dict[str, Any]]
     ) -> Path:
-        path = self.requests_path(run_id, variant, concurrency)
+        path = self.requests_path(run_id, variant, concurrency, target)
         return _write_atomic(_conform(rows, REQUESTS_SCHEMA), path)
 
     def write_run(self, row: dict[str, Any]) -> Path:
         return _write_atomic(_conform([row], RUNS_SCHEMA), self.run_path(row["run_id"]))
 
-    def phases_path(self, run_id: str, variant: str) -> Path:
-        return self.root / "phases" / run_id / f"{variant}.json"
+    def phases_path(self, run_id: str, variant: str, target: str) -> Path:
+        return self.root / "phases" / run_id / f"{variant}@{target_slug(target)}.json"
 
-    def write_phases(self, run_id: str, variant: str, phases: dict[str, float]) -> Path:
-        """A variant's phase timings, kept beside the run so a crash cannot lose them."""
-        path = self.phases_path(run_id, variant)
+    def write_phases(
+        self, run_id: str, variant: str, target: str, phases: dict[str, float]
+    ) -> Path:
+        """A variant's phase timings on one target, beside the run so a crash cannot lose
+        them; `held_from_unix`/`held_until_unix` bound the server's life on that target."""
+        path = self.phases_path(run_id, variant, target)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{variant}.", suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
             json.dump(phases, fh)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
         return path
 
-    def read_phases(self, run_id: str) -> dict[str, dict[str, float]]:
+    def read_phase_files(self, run_id: str) -> list[tuple[str, str | None, dict[str, float]]]:
+        """(variant, target, phases) per sidecar; target None for files from before
+        targets were in the name."""
         folder = self.root / "phases" / run_id
         if not folder.is_dir():
-            return {}
-        return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+            return []
+        out = []
+        for p in sorted(folder.glob("*.json")):
+            variant, _, target = p.stem.partition("@")
+            out.append((variant, target or None, json.loads(p.read_text())))
+        return out
+
+    def read_phases(self, run_id: str) -> dict[str, dict[str, float]]:
+        """variant -> phases; `variant@target` where a variant ran on several targets."""
+        files = self.read_phase_files(run_id)
+        count: dict[str, int] = {}
+        for variant, _, _ in files:
+            count[variant] = count.get(variant, 0) + 1
+        return {(v if count[v] == 1 or t is None else f"{v}@{t}"): phases for v, t, phases in files}
 
     def run_ids(self) -> list[str]:
         if not self.levels_dir.is_dir():

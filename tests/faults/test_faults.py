@@ -194,7 +194,7 @@ _WRITER = textwrap.dedent(
     print("writing", flush=True)
     n = 0
     while True:
-        store.write_requests("r", "v", n % 50, rows)
+        store.write_requests("r", "v", n % 50, "t", rows)
         n += 1
     """
 )

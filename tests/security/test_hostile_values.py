@@ -199,7 +199,7 @@ def test_accepted_names_keep_logs_and_results_inside_their_folders(name, run_id)
     root = Path("/srv/specsweep")
     log = LocalHost.for_target(LocalTarget(workdir=root / "work")).log_path(run_id, name)
     assert log.parent == root / "work" / "logs" / run_id and log.name == f"{name}.log"
-    level = ResultsStore(root / "results").level_path(run_id, name, 8)
+    level = ResultsStore(root / "results").level_path(run_id, name, 8, name)
     assert level.parent == root / "results" / "levels" / run_id
 
 

@@ -46,7 +46,7 @@ def test_write_is_atomic_and_round_trips(tmp_path):
     store = ResultsStore(tmp_path)
     spec = Variant(algorithm="EAGLE3", draft_model_path="d", num_steps=2, topk=1)
     path = store.write_level(row_for(spec, 4, env={"HF_TOKEN": "hf_x"}))
-    assert path == tmp_path / "levels" / "r1" / "eagle3-s2-k1-d3__c00004.parquet"
+    assert path == tmp_path / "levels" / "r1" / "eagle3-s2-k1-d3__c00004@local.parquet"
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
     assert pq.read_schema(path).equals(LEVELS_SCHEMA, check_metadata=False)
     df = pd.read_parquet(tmp_path / "levels")  # readable without specsweep
@@ -54,6 +54,46 @@ def test_write_is_atomic_and_round_trips(tmp_path):
     assert "hf_x" not in df.loc[0, "server_command"] and "hf_x" not in df.loc[0, "env"]
     assert store.has_level("r1", "eagle3-s2-k1-d3", 4)
     assert store.read_levels("r1").loc[0, "completed"] == 4
+
+
+def test_one_level_on_two_hosts_keeps_both(tmp_path):
+    store = ResultsStore(tmp_path)
+    a, b = row_for(Variant(), 4), row_for(Variant(), 4)
+    b["target"], b["output_throughput"] = "gpu-b", 123.0
+    store.write_level(a)
+    assert store.has_level("r1", "baseline", 4, "local")
+    assert not store.has_level("r1", "baseline", 4, "gpu-b")  # measured elsewhere: not here
+    assert store.has_level("r1", "baseline", 4)  # ... but somewhere in the run
+    store.write_level(b)
+    levels = store.read_levels("r1").sort_values("target")
+    assert list(levels["target"]) == ["gpu-b", "local"]
+    assert levels.iloc[0]["output_throughput"] == 123.0
+
+
+def test_files_from_before_targets_were_in_the_name_still_count(tmp_path):
+    store = ResultsStore(tmp_path)
+    path = store.write_level(row_for(Variant(), 2))
+    path.rename(path.with_name("baseline__c00002.parquet"))  # the old layout
+    assert store.has_level("r1", "baseline", 2, "local") and store.has_level("r1", "baseline", 2)
+    assert len(store.read_levels("r1")) == 1
+
+
+def test_phases_are_kept_per_variant_and_host(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.write_phases("r1", "baseline", "gpu-a", {"held_from_unix": 1.0})
+    store.write_phases("r1", "eagle", "gpu-a", {"benchmark_s": 2.0})
+    store.write_phases("r1", "baseline", "gpu-b", {"held_from_unix": 3.0, "held_until_unix": 4.0})
+    assert store.read_phases("r1") == {
+        "baseline@gpu-a": {"held_from_unix": 1.0},
+        "baseline@gpu-b": {"held_from_unix": 3.0, "held_until_unix": 4.0},
+        "eagle": {"benchmark_s": 2.0},  # one host: keyed by the variant alone
+    }
+    files = store.read_phase_files("r1")
+    assert [(v, t) for v, t, _ in files] == [
+        ("baseline", "gpu-a"),
+        ("baseline", "gpu-b"),
+        ("eagle", "gpu-a"),
+    ]
 
 
 def test_unknown_columns_are_refused(tmp_path):
