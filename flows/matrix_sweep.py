@@ -63,22 +63,17 @@ def run_config() -> SweepConfig:
     return config if isinstance(config, SweepConfig) else SweepConfig.model_validate(config)
 
 
-def run_sweep(
-    config: SweepConfig,
-    variants: list[Variant],
-    kind: str,
-    run_id: str | None = None,
-    force: bool = False,
-    publish: bool = True,
-) -> dict[str, Any]:
-    """Benchmark each variant in its own subflow; a failed variant is recorded and the
-    sweep goes on (unless config.stop_on_failure), and nothing measured is ever lost."""
+def begin_run(
+    config: SweepConfig, variants: list[Variant], kind: str, run_id: str | None, target: str
+) -> tuple[RunContext, datetime]:
+    """Check the results dir, write the `running` runs row (a resumed run keeps its first
+    start time) and warn about plain secrets: before any launch."""
     logger = get_run_logger()
     check_results_dir(config, len(variants))  # before any launch: full disk, read-only dir
     run_id = run_id or new_run_id()
-    ctx = RunContext(run_id, kind.replace("-", "_"), config.name, config.target.name)
+    ctx = RunContext(run_id, kind.replace("-", "_"), config.name, target)
     store = ResultsStore(config.results_dir)
-    previous = store.read_run(run_id)  # a resumed run keeps its first start time
+    previous = store.read_run(run_id)
     started = previous["started_at"] if previous else datetime.now(UTC)
     store.write_run(run_row(config, ctx, variants, {}, started, status="running"))
     logger.info(
@@ -95,20 +90,24 @@ def run_sweep(
             "write them as secret:<Prefect Secret block name> instead",
             ", ".join(literal),
         )
-    errors: dict[str, str] = {}
-    skipped: list[str] = []
-    for variant in variants:
-        if errors and config.stop_on_failure:
-            skipped.append(variant.label)
-            continue
-        state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
-        if state.is_failed() or state.is_crashed():
-            exc = state.result(raise_on_failure=False)
-            errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
-            logger.error("variant %s failed: %s", variant.label, errors[variant.label])
-    if skipped:
-        logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
-    failed = list(errors)
+    return ctx, started
+
+
+def finish_run(
+    config: SweepConfig,
+    ctx: RunContext,
+    variants: list[Variant],
+    errors: dict[str, str],
+    started: datetime,
+    kind: str,
+    publish: bool,
+    skipped: list[str] | None = None,
+) -> dict[str, Any]:
+    """Write the final runs row, the summary artifact and the answer; raise SweepFailed
+    naming the failed variants (their measured levels are kept)."""
+    logger = get_run_logger()
+    store = ResultsStore(config.results_dir)
+    run_id = ctx.run_id
     row = run_row(
         config, ctx, variants, errors, started, phases=store.read_phases(run_id), skipped=skipped
     )
@@ -125,9 +124,37 @@ def run_sweep(
             result["answer"] = answer.result()
         else:  # the measurements are safe; only the report failed
             logger.warning("could not publish the answer for run %s: %s", run_id, answer.message)
-    if failed:  # skipped variants only follow a failed one
-        raise SweepFailed(run_id, failed)
-    return result | {"failed": failed}
+    if errors:  # skipped variants only follow a failed one
+        raise SweepFailed(run_id, list(errors))
+    return result | {"failed": []}
+
+
+def run_sweep(
+    config: SweepConfig,
+    variants: list[Variant],
+    kind: str,
+    run_id: str | None = None,
+    force: bool = False,
+    publish: bool = True,
+) -> dict[str, Any]:
+    """Benchmark each variant in its own subflow; a failed variant is recorded and the
+    sweep goes on (unless config.stop_on_failure), and nothing measured is ever lost."""
+    logger = get_run_logger()
+    ctx, started = begin_run(config, variants, kind, run_id, config.target.name)
+    errors: dict[str, str] = {}
+    skipped: list[str] = []
+    for variant in variants:
+        if errors and config.stop_on_failure:
+            skipped.append(variant.label)
+            continue
+        state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
+        if state.is_failed() or state.is_crashed():
+            exc = state.result(raise_on_failure=False)
+            errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
+            logger.error("variant %s failed: %s", variant.label, errors[variant.label])
+    if skipped:
+        logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
+    return finish_run(config, ctx, variants, errors, started, kind, publish, skipped)
 
 
 def _run_name() -> str:

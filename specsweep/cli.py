@@ -25,6 +25,7 @@ from rich.table import Table
 
 from specsweep.cli_answer import register as register_answer_commands
 from specsweep.cli_deploy import register as register_deploy_commands
+from specsweep.cli_fleet import register as register_fleet_commands
 from specsweep.config import SweepConfig, check_run_id
 from specsweep.config_file import load_config
 from specsweep.errors import ConfigError, SpecsweepError
@@ -46,6 +47,7 @@ run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this 
 app.add_typer(run_app, name="run")
 register_deploy_commands(app)  # serve, deploy, limits
 register_answer_commands(app)  # report, compare, regression
+register_fleet_commands(app)  # fleet check|deploy|worker|run
 # Logs and CI capture output without a terminal; rich would squeeze tables to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)

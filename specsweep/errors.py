@@ -94,3 +94,7 @@ __all__ = [
     "SshError",
     "StaleProcessError",
 ]
+
+
+class HostUnavailable(SpecsweepError):
+    """A fleet host is down or failed its pre-flight check; its variant runs elsewhere."""

@@ -1,0 +1,153 @@
+"""What a fleet needs on the Prefect server, and the worker each host runs.
+
+`deploy_fleet` (idempotent) registers `fleet-variant` in the fleet's process
+pool (the hosts' workers run it) and `fleet-sweep` in the orchestrator pool
+(never on a host: it would hold the host's only slot while waiting for the
+variants), creates each host's global concurrency limit, and the zombie
+automation from Prefect's docs: a flow run whose heartbeats stop for
+`lost_after_s` is marked Crashed, which is how a sweep learns its host is gone.
+
+`worker_command` is the `prefect worker start` a host runs: a limit of one flow
+run (one server per host), its host name in the environment of every flow run
+it starts, and heartbeats on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from uuid import UUID
+
+from prefect import deploy
+from prefect.automations import Automation
+from prefect.client.schemas.objects import StateType
+from prefect.deployments.runner import EntrypointType
+from prefect.events.actions import ChangeFlowRunState
+from prefect.events.schemas.automations import EventTrigger, Posture
+from prefect.events.schemas.events import ResourceSpecification
+
+from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
+from flows.fleet_sweep import fleet_sweep, fleet_variant
+from specsweep.config import SweepConfig
+from specsweep.fleet import HOST_ENV, Fleet, FleetHost, config_for_host
+from tasks.target_lock import ensure_target_limit, target_lock_name
+
+ZOMBIE_AUTOMATION = "specsweep: crash flow runs whose heartbeats stopped"
+
+
+def zombie_automation(lost_after_s: int) -> Automation:
+    """Prefect's documented recipe (docs: "Detect zombie flows")."""
+    return Automation(
+        name=ZOMBIE_AUTOMATION,
+        description="A flow run whose host died stops heartbeating; mark it Crashed so a "
+        "fleet sweep re-runs its variant on another host.",
+        trigger=EventTrigger(
+            after={"prefect.flow-run.heartbeat"},
+            expect={
+                "prefect.flow-run.heartbeat",
+                "prefect.flow-run.Completed",
+                "prefect.flow-run.Failed",
+                "prefect.flow-run.Cancelled",
+                "prefect.flow-run.Crashed",
+            },
+            match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=timedelta(seconds=lost_after_s),
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED,
+                message=f"no heartbeat for {lost_after_s} s: its host is lost",
+            )
+        ],
+    )
+
+
+def ensure_zombie_automation(lost_after_s: int) -> str:
+    """Create the automation, or bring an existing one to this `lost_after_s`."""
+    wanted = zombie_automation(lost_after_s)
+    try:
+        existing = Automation.read(name=ZOMBIE_AUTOMATION)
+    except ValueError:  # Automation.read raises ValueError when no automation has the name
+        wanted.create()
+        return "created"
+    if existing.trigger.within == wanted.trigger.within:  # type: ignore[union-attr]
+        return "exists"
+    existing.trigger = wanted.trigger
+    existing.actions = wanted.actions
+    existing.update()
+    return "updated"
+
+
+def deploy_fleet(
+    config: SweepConfig,
+    fleet: Fleet,
+    sweep_pool: str = DEFAULT_POOL,
+    working_dir: Path | None = None,
+) -> list[UUID]:
+    """Register the fleet's deployments, pools, host limits and zombie automation."""
+    if sweep_pool == fleet.pool:
+        raise ValueError(
+            f"the fleet sweep's pool must differ from the hosts' pool {fleet.pool!r}: a sweep "
+            "waiting on a host's worker would hold the slot its variants need"
+        )
+    for pool in (fleet.pool, sweep_pool):
+        ensure_process_pool(pool)
+    for host in fleet.hosts:
+        ensure_target_limit(target_lock_name(config_for_host(config, host)))
+    ensure_zombie_automation(fleet.lost_after_s)
+    parameters = {"config": config.model_dump(mode="json"), "fleet": fleet.model_dump(mode="json")}
+    job_variables = {"working_dir": str((working_dir or Path.cwd()).resolve())}
+
+    def deployment(flow, description: str):
+        return flow.to_deployment(
+            name=flow.name,
+            description=description,
+            tags=["specsweep", "fleet"],
+            parameters=parameters if flow is fleet_sweep else {},
+            entrypoint_type=EntrypointType.MODULE_PATH,
+            job_variables=job_variables,
+        )
+
+    ids = deploy(
+        deployment(fleet_variant, "One variant on the fleet host whose worker takes it."),
+        work_pool_name=fleet.pool,
+        build=False,
+        push=False,
+        print_next_steps_message=False,
+        ignore_warnings=True,
+    )
+    ids += deploy(
+        deployment(fleet_sweep, "Every variant of the config, each on a free fleet host."),
+        work_pool_name=sweep_pool,
+        build=False,
+        push=False,
+        print_next_steps_message=False,
+        ignore_warnings=True,
+    )
+    return ids
+
+
+def worker_name(fleet: Fleet, host: FleetHost) -> str:
+    return f"{fleet.name}-{host.name}"
+
+
+def worker_command(fleet: Fleet, host: FleetHost) -> tuple[list[str], dict[str, str]]:
+    """argv and environment of the host's `prefect worker start`."""
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    argv = [
+        prefect, "worker", "start",
+        "--pool", fleet.pool,
+        "--type", "process",
+        "--name", worker_name(fleet, host),
+        "--limit", "1",  # one flow run, so one server, at a time on this host
+    ]  # fmt: skip
+    env = dict(os.environ)
+    env[HOST_ENV] = host.name
+    env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(fleet.heartbeat_s)
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    return argv, env

@@ -1,0 +1,214 @@
+"""One sweep spread over a fleet of GPU hosts, placed by Prefect.
+
+`fleet_sweep` submits every variant as its own `fleet-variant` flow run into the
+fleet's work pool (`run_deployment`, all at once). Each host runs a worker with
+a limit of one flow run, so Prefect hands the next variant to whichever host is
+free; the host's global concurrency limit is held for its server's whole life,
+so no two servers ever share a host's GPUs. specsweep schedules nothing itself:
+it only re-submits a variant whose host was lost (its run Crashed: the zombie
+automation fires when heartbeats stop) or failed its pre-flight check, and the
+re-submitted run goes to whichever worker polls next (a dead host polls no more).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+from uuid import UUID
+
+from prefect import flow, get_run_logger
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterParentFlowRunId,
+)
+from prefect.client.schemas.objects import FlowRun
+from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
+from prefect.runtime import flow_run
+from prefect.settings import PREFECT_API_URL
+from prefect.states import Cancelling
+
+from flows.benchmark_variant import benchmark_variant
+from flows.matrix_sweep import begin_run, finish_run
+from specsweep import pipeline
+from specsweep.config import SweepConfig, Variant
+from specsweep.errors import ConfigError
+from specsweep.fleet import HOST_ENV, Fleet, check_host, config_for_host, current_host
+from specsweep.plan import sweep_variants
+from specsweep.results.rows import RunContext
+
+FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
+KIND = "fleet-sweep"
+
+
+def _variant_run_name() -> str:
+    variant = flow_run.parameters.get("variant")
+    label = variant.label if isinstance(variant, Variant) else Variant.model_validate(variant).label
+    return f"fleet-variant/{label}@{os.environ.get(HOST_ENV, 'unknown-host')}"
+
+
+def _stop_host_servers(flow: Any, run: FlowRun, state: Any) -> None:
+    """Cancel/crash hook: the host's launch record names the server to stop."""
+    params = run.parameters
+    config = SweepConfig.model_validate(params["config"])
+    host = current_host(Fleet.model_validate(params["fleet"]))
+    pipeline.kill_stale_servers(config_for_host(config, host))
+
+
+@flow(
+    name="fleet-variant",
+    flow_run_name=_variant_run_name,
+    on_cancellation=[_stop_host_servers],
+    on_crashed=[_stop_host_servers],
+)
+def fleet_variant(
+    config: SweepConfig,
+    fleet: Fleet,
+    variant: Variant,
+    run_id: str,
+    force: bool = False,
+) -> list[dict[str, Any]]:
+    """One variant of a fleet sweep on the host whose worker took this run.
+
+    Args:
+        config: The sweep's config; the host's target, GPUs and port replace its own.
+        fleet: The hosts; this run's host is the worker's SPECSWEEP_FLEET_HOST.
+        variant: The variant to benchmark at every level.
+        run_id: The fleet sweep's run: results land in its store under this host's name.
+        force: Also kill processes on the port or GPUs that are not provably specsweep's.
+    """
+    logger = get_run_logger()
+    host = current_host(fleet)
+    host_config = config_for_host(config, host)
+    facts = check_host(host_config)  # HostUnavailable: the sweep re-runs it elsewhere
+    logger.info(
+        "%s on host %s (%s, %s GPU(s))", variant.label, host.name, facts.gpu_name, facts.gpu_count
+    )
+    ctx = RunContext(run_id, KIND.replace("-", "_"), config.name, host.name)
+    return benchmark_variant(host_config, variant, ctx, force=force)
+
+
+def _host_of(run: FlowRun) -> str:
+    return run.name.rpartition("@")[2] if "@" in run.name else "an unknown host"
+
+
+def _lost_host(run: FlowRun) -> bool:
+    """Crashed (no heartbeat, killed) or refused by its host: worth another host."""
+    state = run.state
+    if state is None:
+        return False
+    return state.is_crashed() or (state.is_failed() and "HostUnavailable" in (state.message or ""))
+
+
+def _check_deployment() -> None:
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_deployment_by_name(FLEET_VARIANT)
+        except ObjectNotFound:
+            raise ConfigError(
+                f"deployment {FLEET_VARIANT} not found on the Prefect API at "
+                f"{PREFECT_API_URL.value() or '(ephemeral: a fleet needs a Prefect server)'}: "
+                "run `specsweep fleet deploy -c <sweep.yaml> --fleet <fleet.yaml>` once"
+            ) from None
+
+
+def _cancel_children(flow: Any, run: FlowRun, state: Any) -> None:
+    """Cancelling a fleet sweep cancels the variant runs it submitted."""
+    with get_client(sync_client=True) as client:
+        children = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])
+            )
+        )
+        for child in children:
+            if child.state is not None and not child.state.is_final():
+                client.set_flow_run_state(child.id, Cancelling(), force=True)
+
+
+def _run_name() -> str:
+    fleet = flow_run.parameters.get("fleet")
+    fleet = fleet if isinstance(fleet, Fleet) else Fleet.model_validate(fleet)
+    return f"fleet-sweep/{fleet.name}/{len(fleet.hosts)}-hosts"
+
+
+@flow(
+    name="fleet-sweep",
+    flow_run_name=_run_name,
+    on_cancellation=[_cancel_children],
+    on_crashed=[_cancel_children],
+)
+def fleet_sweep(
+    config: SweepConfig,
+    fleet: Fleet,
+    run_id: str | None = None,
+    force: bool = False,
+    publish: bool = True,
+) -> dict[str, Any]:
+    """Every variant of the config, each on a free host of the fleet, into one store.
+
+    Args:
+        config: What to measure (its target is replaced by each host's).
+        fleet: Where: the hosts, their work pool, how lost hosts are handled.
+        run_id: Resume this run: levels measured on a host are skipped there.
+        force: Also kill processes on the port or GPUs that are not provably specsweep's.
+        publish: Render the report and publish the answer as artifacts.
+    """
+    logger = get_run_logger()
+    variants = sweep_variants(config)  # every rule checked before any launch
+    _check_deployment()
+    ctx, started = begin_run(config, variants, KIND, run_id, fleet.name)
+    by_label = {v.label: v for v in variants}
+    attempts: dict[str, int] = {}
+    pending: dict[UUID, str] = {}
+    errors: dict[str, str] = {}
+
+    def submit(label: str) -> None:
+        attempts[label] = attempts.get(label, 0) + 1
+        run = run_deployment(
+            FLEET_VARIANT,
+            parameters={
+                "config": config,
+                "fleet": fleet,
+                "variant": by_label[label],
+                "run_id": ctx.run_id,
+                "force": force,
+            },
+            timeout=0,  # submitted, not awaited: the workers place it
+            as_subflow=True,
+            tags=["specsweep", f"run:{ctx.run_id}"],
+        )
+        pending[run.id] = label
+
+    for label in by_label:
+        submit(label)
+    logger.info(
+        "submitted %d variants to pool %s (%d hosts)", len(by_label), fleet.pool, len(fleet.hosts)
+    )
+    with get_client(sync_client=True) as client:
+        while pending:
+            time.sleep(fleet.poll_s)
+            runs = client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(pending)))
+            )
+            for run in runs:
+                if run.state is None or not run.state.is_final():
+                    continue
+                label = pending.pop(run.id)
+                message = (run.state.message or run.state.name).strip().splitlines()
+                why = message[0] if message else run.state.name
+                if run.state.is_completed():
+                    logger.info("%s done on %s", label, _host_of(run))
+                elif _lost_host(run) and attempts[label] < fleet.max_attempts:
+                    logger.warning(
+                        "%s lost with host %s (%s: %s); re-running it on another host "
+                        "(attempt %d of %d)", label, _host_of(run), run.state.name, why,
+                        attempts[label] + 1, fleet.max_attempts,
+                    )  # fmt: skip
+                    submit(label)
+                else:
+                    errors[label] = f"{run.state.name} on {_host_of(run)}: {why}"
+                    logger.error("variant %s failed: %s", label, errors[label])
+    return finish_run(config, ctx, variants, errors, started, KIND, publish)

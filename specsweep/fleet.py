@@ -1,0 +1,172 @@
+"""A fleet: named GPU hosts that one sweep's variants are spread over.
+
+The sweep config says *what* to measure; the fleet says *where*. Each host is a
+target (this machine, or an SSH host) plus what differs per host: which GPUs
+the server may use and, where hosts share a machine or a port is taken, the
+server's port. Prefect does the placing: every host has a worker polling the
+fleet's work pool, one flow run at a time, and the host's global concurrency
+limit (`specsweep-target-<host>`) is held for each server's whole life.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from specsweep.config import LocalTarget, SweepConfig, Target, check_run_id
+from specsweep.config_file import format_validation_error
+from specsweep.errors import ConfigError, HostUnavailable, SpecsweepError
+from specsweep.server_facts import ServerFacts
+
+# Set by `specsweep fleet worker --host NAME` for the flow runs its worker starts: how a
+# variant's flow run knows which fleet host it landed on.
+HOST_ENV = "SPECSWEEP_FLEET_HOST"
+DEFAULT_POOL = "specsweep-fleet"
+
+
+class FleetHost(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(..., description="The host's name: results' `target` column, its limit.")
+    target: Target = Field(
+        default_factory=LocalTarget,
+        description="How to reach it: local (the worker runs on the GPU host) or ssh.",
+    )
+    gpus: list[NonNegativeInt] | None = Field(
+        None, description="GPU indices the server may use (CUDA_VISIBLE_DEVICES); all if unset."
+    )
+    port: int | None = Field(
+        None, ge=1, le=65535, description="Server port on this host; default: server.port."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        check_run_id(value)  # it names files and a Prefect limit: the run-id alphabet
+        return value
+
+
+class Fleet(BaseModel):
+    """The hosts, the work pool their workers poll, and how lost hosts are handled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("fleet", description="Label recorded as the run's target.")
+    hosts: list[FleetHost] = Field(..., min_length=1, description="The GPU hosts.")
+    pool: str = Field(DEFAULT_POOL, min_length=1, description="Process work pool of the hosts.")
+    max_attempts: PositiveInt = Field(
+        3,
+        description="Runs of one variant, counting re-runs on another host after its host "
+        "was lost (crashed, no heartbeat) or failed its pre-flight check.",
+    )
+    heartbeat_s: int = Field(
+        30, ge=30, description="Flow-run heartbeat period on the hosts (Prefect's minimum: 30)."
+    )
+    lost_after_s: int = Field(
+        90,
+        ge=35,
+        description="A variant's flow run without a heartbeat for this long is marked Crashed "
+        "(its host is lost) and the variant re-runs elsewhere.",
+    )
+    poll_s: float = Field(1.0, gt=0, description="How often the sweep reads its runs' states.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Fleet:
+        names = [h.name for h in self.hosts]
+        if dupes := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"host names must be unique: {', '.join(dupes)}")
+        if self.lost_after_s <= self.heartbeat_s:
+            raise ValueError(
+                f"lost_after_s ({self.lost_after_s}) must exceed heartbeat_s "
+                f"({self.heartbeat_s}): a live host would be declared lost between heartbeats"
+            )
+        return self
+
+    def host(self, name: str) -> FleetHost:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise ConfigError(
+            f"host {name!r} is not in fleet {self.name!r} (hosts: "
+            f"{', '.join(h.name for h in self.hosts)})"
+        )
+
+
+def config_for_host(config: SweepConfig, host: FleetHost) -> SweepConfig:
+    """The sweep config as it runs on one host: its target, GPUs and port."""
+    target = host.target.model_copy(update={"name": host.name})
+    server = config.server
+    update: dict[str, Any] = {}
+    if host.port is not None:
+        update["port"] = host.port
+    if host.gpus is not None:
+        update["env"] = {**server.env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, host.gpus))}
+    if update:
+        server = server.model_copy(update=update)
+    data = config.model_dump(mode="python") | {"target": target, "server": server}
+    return SweepConfig.model_validate(data)  # re-checked: a host may make it invalid
+
+
+def current_host(fleet: Fleet) -> FleetHost:
+    """The host whose worker started this process."""
+    name = os.environ.get(HOST_ENV)
+    if not name:
+        raise ConfigError(
+            f"{HOST_ENV} is not set: fleet variants run on workers started with "
+            f"`specsweep fleet worker --fleet <fleet.yaml> --host <name>`"
+        )
+    return fleet.host(name)
+
+
+def parse_fleet(data: dict[str, Any]) -> Fleet:
+    try:
+        return Fleet.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc).replace("configuration", "fleet")) from None
+
+
+def load_fleet(path: Path | str) -> Fleet:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"fleet file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return parse_fleet(data)
+
+
+def check_host(config: SweepConfig, n_variants: int = 1) -> ServerFacts:
+    """A host's pre-flight, before its server is launched: the results store takes a
+    write from here, the host answers (SSH, its python, nvidia-smi) and, for real
+    sglang, shows GPUs. Any failure is HostUnavailable: the variant goes elsewhere."""
+    from specsweep import pipeline  # the targets load only when a host is checked
+    from specsweep.preflight import check_results_dir
+
+    name = config.target.name
+    try:
+        check_results_dir(config, n_variants)
+        facts = pipeline.facts(config)
+    except SpecsweepError as exc:
+        raise HostUnavailable(f"host {name} failed its pre-flight check: {exc}") from exc
+    if config.server.backend == "sglang" and not facts.gpu_count:
+        raise HostUnavailable(
+            f"host {name} failed its pre-flight check: nvidia-smi shows no GPU "
+            f"(CUDA_VISIBLE_DEVICES={config.server.env.get('CUDA_VISIBLE_DEVICES', 'unset')})"
+        )
+    return facts
