@@ -122,3 +122,23 @@ def night(i: int) -> tuple[str, datetime]:
     """Run id and start of synthetic night i (time-sortable, a day apart)."""
     start = T0 + timedelta(days=i)
     return f"{start:%Y%m%dT%H%M%SZ}-n{i:04d}", start
+
+
+def on_target(
+    rows: list[dict[str, Any]],
+    target: str,
+    factor: float = 1.0,
+    *,
+    later: timedelta = timedelta(0),
+    **facts: Any,
+) -> list[dict[str, Any]]:
+    """Copies of `rows` as measured on another fleet target: throughput x factor, `later` later,
+    with its identity facts (gpu_host, gpu_name, driver_version, gpu_uuids...) set."""
+    out = []
+    for row in rows:
+        copy = {**row, "target": target, "gpu_host": f"{target}.lan", **facts}
+        copy["output_throughput"] = row["output_throughput"] * factor
+        copy["started_at"] = row["started_at"] + later
+        copy["ended_at"] = row["ended_at"] + later
+        out.append(copy)
+    return out

@@ -6,11 +6,21 @@ Plain pandas on the levels table, so a notebook can call it on the Parquet files
     from specsweep.results.store import ResultsStore
     answer = analyze_run(ResultsStore("results"))
     print(answer.policy.line())
+
+A run measured on several targets answers from one target per variant
+(`answer_rows`); `compare_hosts` puts the targets side by side.
 """
 
 from specsweep.analysis.answer import Answer, analyze, analyze_run
 from specsweep.analysis.compare import compare_runs, environment_changes
-from specsweep.analysis.levels import best_per_level, latency_table, metric_table
+from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
+from specsweep.analysis.levels import (
+    answer_rows,
+    best_per_level,
+    chosen_targets,
+    latency_table,
+    metric_table,
+)
 from specsweep.analysis.params import LatencySLO, RegressionPolicy, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
@@ -18,6 +28,7 @@ from specsweep.analysis.regression import RegressionReport, judge_run, judge_sto
 
 __all__ = [
     "Answer",
+    "HostComparison",
     "LatencySLO",
     "Pivot",
     "Policy",
@@ -26,9 +37,13 @@ __all__ = [
     "TrafficMix",
     "analyze",
     "analyze_run",
+    "answer_rows",
     "best_per_level",
+    "chosen_targets",
+    "compare_hosts",
     "compare_runs",
     "environment_changes",
+    "gpu_kind_warning",
     "judge_run",
     "judge_stored_run",
     "latency_table",

@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from specsweep.analysis.levels import best_per_level, latency_table, metric_table
+from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
+from specsweep.analysis.levels import answer_rows, best_per_level, latency_table, metric_table
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
@@ -29,12 +30,14 @@ VARIANT_FACTS = [
 RUN_FACTS = [
     "target",
     "hostname",
+    "gpu_host",
     "backend",
     "simulated",
     "sglang_version",
     "gpu_name",
     "gpu_count",
     "driver_version",
+    "gpu_uuids",
     "model_path",
     "tp",
     "input_len",
@@ -46,8 +49,13 @@ RUN_FACTS = [
 
 @dataclass(frozen=True)
 class Answer:
+    """One run's answer. With several targets, `levels` holds one target per variant.
+
+    `stored` keeps every row (all targets); `hosts` compares the targets (None with one).
+    """
+
     run_id: str
-    levels: pd.DataFrame  # the run's rows, as stored
+    levels: pd.DataFrame  # the rows the answer uses: levels.answer_rows of the stored ones
     run: dict[str, Any] | None  # its runs-table row (None for a run that never finished)
     throughput: pd.DataFrame  # concurrency x variant, output tok/s
     best: pd.DataFrame  # best_per_level
@@ -56,6 +64,13 @@ class Answer:
     policy: Policy | None
     mix: TrafficMix
     slo: LatencySLO | None
+    stored: pd.DataFrame | None = None  # the run's rows as stored, every target
+    hosts: HostComparison | None = None  # compare_hosts(stored): None for a single target
+
+    @property
+    def gpu_kind_warning(self) -> str | None:
+        """Set when the variants' curves come from GPUs of different kinds (see hosts.py)."""
+        return gpu_kind_warning(self.levels)
 
     @property
     def failed_levels(self) -> pd.DataFrame:
@@ -111,8 +126,9 @@ def analyze(
     mix: TrafficMix | None = None,
     slo: LatencySLO | None = None,
 ) -> Answer:
-    """The whole answer for one run's level rows."""
+    """The whole answer for one run's level rows (as stored: every target)."""
     mix = mix or TrafficMix()
+    stored, levels = levels, answer_rows(levels)
     return Answer(
         run_id=run_id,
         levels=levels,
@@ -124,6 +140,8 @@ def analyze(
         policy=speculation_policy(levels, mix, slo),
         mix=mix,
         slo=slo,
+        stored=stored,
+        hosts=compare_hosts(stored),
     )
 
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from specsweep.analysis.levels import LATENCY_COLUMNS, ok_levels, variant_order
+from specsweep.analysis.levels import LATENCY_COLUMNS, answer_rows, ok_levels, variant_order
 
 # Columns that describe where and how a number was measured, in the order a reader scans them.
 ENVIRONMENT_COLUMNS = [
@@ -26,6 +26,8 @@ ENVIRONMENT_COLUMNS = [
     "gpu_count",
     "driver_version",  # judged when the levels table records it
     "hostname",
+    "gpu_host",  # the machine the server ran on; differs between fleet hosts
+    "gpu_uuids",  # which cards measured (empty for the simulator and older files)
     "simulated",
     "model_path",
     "draft_model_path",
@@ -46,7 +48,7 @@ def _per_level(levels: pd.DataFrame) -> pd.DataFrame:
     return ok.groupby(_KEY)[cols].mean()
 
 
-def _noise(cv: pd.Series, repeats: pd.Series) -> pd.Series:
+def mean_noise(cv: pd.Series, repeats: pd.Series) -> pd.Series:
     """Relative standard error of a level's mean throughput; NaN with a single pass."""
     n = repeats.fillna(1)
     return (cv / np.sqrt(n)).where(n > 1)
@@ -66,8 +68,8 @@ def compare_runs(levels_a: pd.DataFrame, levels_b: pd.DataFrame, z: float = 2.0)
     out["throughput_a"] = both["output_throughput_a"]
     out["throughput_b"] = both["output_throughput_b"]
     out["change"] = out["throughput_b"] / out["throughput_a"] - 1.0
-    se_a = _noise(both["output_throughput_cv_a"], both["repeats_a"])
-    se_b = _noise(both["output_throughput_cv_b"], both["repeats_b"])
+    se_a = mean_noise(both["output_throughput_cv_a"], both["repeats_a"])
+    se_b = mean_noise(both["output_throughput_cv_b"], both["repeats_b"])
     # One run with repeats and one without: its noise stands for both (same server, same load).
     out["noise"] = np.hypot(se_a.fillna(se_b), se_b.fillna(se_a))
     out["verdict"] = [
@@ -100,8 +102,10 @@ def environment_changes(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, 
 
     Returns column -> (before, after), each side the distinct values joined by
     ', '. The `env` JSON is compared key by key, so the message names the
-    variable that changed rather than the whole object.
+    variable that changed rather than the whole object. Only the rows an answer
+    uses count (one target per variant, see levels.answer_rows).
     """
+    before, after = answer_rows(before), answer_rows(after)
     changes: dict[str, tuple[str, str]] = {}
     for col in ENVIRONMENT_COLUMNS:
         if col not in before.columns or col not in after.columns:

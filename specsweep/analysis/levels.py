@@ -3,6 +3,12 @@
 Everything takes the `levels` table as read from Parquet (one run, or the
 rows of one run filtered from many) and returns plain DataFrames, so a
 notebook can use it without the report.
+
+A run on a fleet can hold the same (variant, concurrency) from several
+targets (a variant re-run elsewhere after its host died). The answer never
+mixes them: `answer_rows` keeps, per run and variant, the rows of one target
+(see `chosen_targets`), and every view here goes through it via `ok_levels`.
+The other targets' rows are for the host comparison (analysis/hosts.py).
 """
 
 from __future__ import annotations
@@ -18,9 +24,55 @@ LATENCY_COLUMNS = ["ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"]
 _SORT_KEYS = ["algorithm", "num_steps", "topk", "num_draft_tokens", "spec_v2", "variant"]
 
 
+def _variant_key(levels: pd.DataFrame) -> list[str]:
+    return ["run_id", "variant"] if "run_id" in levels.columns else ["variant"]
+
+
+def chosen_targets(levels: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, variant): the one target whose rows the answer uses.
+
+    The target with the most `status == ok` levels of that variant; ties go to
+    the latest `ended_at` (the re-run), then to the target name. Columns:
+    run_id, variant, target, ok_levels, ended_at, targets (how many targets
+    measured the variant in that run).
+    """
+    keys = _variant_key(levels)
+    ended = levels["ended_at"] if "ended_at" in levels.columns else pd.NaT
+    per = (
+        levels.assign(_ok=levels["status"].eq("ok"), _ended=ended)
+        .groupby([*keys, "target"], as_index=False, dropna=False)
+        .agg(ok_levels=("_ok", "sum"), ended_at=("_ended", "max"))
+    )
+    per["targets"] = per.groupby(keys, dropna=False)["target"].transform("size")
+    per = per.sort_values(
+        [*keys, "ok_levels", "ended_at", "target"],
+        ascending=[*([True] * len(keys)), False, False, True],
+        na_position="last",
+    )
+    return per.drop_duplicates(keys).reset_index(drop=True)
+
+
+def answer_rows(levels: pd.DataFrame) -> pd.DataFrame:
+    """The rows an answer is built from: per run and variant, those of its chosen target.
+
+    Unchanged (the same object) when every run has a single target.
+    """
+    if "target" not in levels.columns or levels.empty:
+        return levels
+    if levels.groupby(_variant_key(levels), dropna=False)["target"].nunique().max() <= 1:
+        return levels
+    keys = [*_variant_key(levels), "target"]
+    chosen = pd.MultiIndex.from_frame(chosen_targets(levels)[keys])
+    return levels[pd.MultiIndex.from_frame(levels[keys]).isin(chosen)]
+
+
 def ok_levels(levels: pd.DataFrame) -> pd.DataFrame:
-    """Only measured levels (status ok) enter comparisons; failed ones are reported apart."""
-    return levels[levels["status"] == "ok"]
+    """Only measured levels (status ok) of the chosen targets enter comparisons.
+
+    Failed levels are reported apart; other targets' rows go to the host comparison.
+    """
+    rows = answer_rows(levels)
+    return rows[rows["status"] == "ok"]
 
 
 def variant_order(levels: pd.DataFrame) -> list[str]:

@@ -8,7 +8,10 @@ series over the most recent earlier runs, and the noise is the robust
 standard deviation 1.4826 x MAD of those runs (or the run's own repeat
 spread, when larger). The verdict is a regression only when the change is
 in the bad direction, larger than `mad_threshold` noise units, and larger
-than the metric's minimum relative change. See docs/analysis.md.
+than the metric's minimum relative change. A run measured on several
+targets enters with the rows its answer uses (levels.answer_rows), so the
+partial rows of a host that died mid-variant are neither judged nor history.
+See docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from specsweep.analysis.compare import environment_changes, run_changes
+from specsweep.analysis.levels import answer_rows
 from specsweep.analysis.params import HIGHER_IS_BETTER, RegressionPolicy
 from specsweep.results.store import ResultsStore
 
@@ -152,6 +156,7 @@ def judge_run(
     """
     policy = policy or RegressionPolicy()
     runs = runs or {}
+    levels = answer_rows(levels)  # per run and variant, one target's rows (a dead host's left out)
     order = _run_order(levels)
     if run_id in order:
         earlier = order[: order.index(run_id)]
