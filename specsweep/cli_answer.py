@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -17,6 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from specsweep.analysis.params import LatencySLO, RegressionPolicy, TrafficMix
+
+if TYPE_CHECKING:
+    from specsweep.analysis.hosts import HostComparison
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
@@ -78,7 +81,7 @@ def report(
 ) -> None:
     """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
     from specsweep.analysis.answer import analyze_run
-    from specsweep.report.render import default_report_dir, headline, write_report
+    from specsweep.report.render import default_report_dir, headline, warnings, write_report
 
     mix = parse_traffic(traffic)
     slo = LatencySLO(ttft_p99_ms=ttft_p99_ms, itl_p99_ms=itl_p99_ms)
@@ -88,9 +91,37 @@ def report(
         raise _fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
     console.print(f"[bold]{headline(answer)}[/]", soft_wrap=True)
+    for warning in warnings(answer):
+        console.print(warning, style="yellow", markup=False, soft_wrap=True)
     for variant, pivot in answer.pivots.items():
         console.print(f"  {variant}: {pivot.describe()}", soft_wrap=True)
+    if answer.hosts is not None:
+        console.print(_hosts_table(answer.hosts))
     console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)
+
+
+def _hosts_table(hosts: HostComparison) -> Table:
+    """The per-target summary of a run measured on several targets, for the terminal."""
+    out = Table(title="Hosts", title_justify="left")
+    for col in ("target", "GPU host", "GPUs", "driver", "ok", "in the answer", "shared"):
+        out.add_column(col, justify="right" if col in ("ok", "shared") else "left")
+    out.add_column("tok/s vs fastest", justify="right")
+    out.add_column("verdict")
+    for r in hosts.hosts.to_dict("records"):
+        ratio = r["median_ratio"]
+        verdict = f"[red]{r['verdict']}[/]" if r["slower"] else r["verdict"]
+        out.add_row(
+            str(r["target"]),
+            str(r.get("gpu_host") or "—"),
+            f"{r.get('gpu_count') or '?'}x {r.get('gpu_name') or '?'}",
+            str(r.get("driver_version") or "—"),
+            str(r["ok_levels"]),
+            r["in_answer"] or "—",
+            str(r["shared_cells"]),
+            "—" if math.isnan(ratio) else _pct(ratio - 1),
+            verdict,
+        )
+    return out
 
 
 def _pct(value: float) -> str:
@@ -140,6 +171,13 @@ def compare(
             _pct(r["itl_ms_p50_change"]),
         )
     console.print(out)
+    for rid, frame in ((run_a, a), (run_b, b)):
+        if frame["target"].nunique() > 1:
+            console.print(
+                f"run {rid} was measured on {frame['target'].nunique()} targets: each variant "
+                f"is compared from one of them (`specsweep report {rid}` compares the targets)",
+                soft_wrap=True,
+            )
     if (table["verdict"] == "noise unknown").any():
         console.print(
             "[yellow]noise unknown: measured once; set load.repeats >= 2 (or "

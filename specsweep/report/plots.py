@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from specsweep.analysis.answer import Answer
@@ -337,16 +338,65 @@ def accept_length_figure(answer: Answer) -> Figure:
     return fig
 
 
+def hosts_figure(answer: Answer) -> Figure:
+    """Per level measured on several targets: each target's throughput / the fastest's."""
+    hc = answer.hosts
+    assert hc is not None and not hc.cells.empty
+    cells = hc.cells
+    keys = list(dict.fromkeys(zip(cells["variant"], cells["concurrency"], strict=True)))
+    x = {key: i for i, key in enumerate(keys)}
+    fig = _figure(answer, "Throughput per target, relative to the fastest", size=(8.0, 4.6))
+    ax = fig.add_subplot()
+    _style(ax)
+    targets = list(hc.hosts["target"])
+    lo = min(0.9, float(cells["ratio"].min()) - 0.03)
+    slow_band = 1 - hc.min_difference
+    ax.axhspan(lo, slow_band, color=LOSES_COLOR, zorder=0)
+    ax.axhline(1.0, color=BASELINE_COLOR, linewidth=1.2)
+    for i, target in enumerate(targets):
+        mine = cells[cells["target"] == target]
+        xs = [x[k] for k in zip(mine["variant"], mine["concurrency"], strict=True)]
+        ratio = float(hc.hosts.loc[hc.hosts["target"] == target, "median_ratio"].iloc[0])
+        label = f"{target} (median {ratio:.3f})" if not math.isnan(ratio) else str(target)
+        ax.plot(
+            xs,
+            mine["ratio"].to_numpy(),
+            linestyle="none",
+            marker="os^Dv"[i % 5],
+            markersize=6,
+            color=PALETTE[i % len(PALETTE)],
+            label=label,
+            zorder=3,
+        )
+    band = f"more than {hc.min_difference:.0%} slower"
+    ax.add_patch(Rectangle((0, 0), 0, 0, facecolor=LOSES_COLOR, edgecolor="#d8a8a8", label=band))
+    ax.set_xticks(range(len(keys)), [f"{v} c={c}" for v, c in keys], rotation=60, ha="right")
+    ax.tick_params(axis="x", labelsize=7 if len(keys) > 12 else 8.5)
+    ax.set_xlim(-0.6, len(keys) - 0.4)
+    ax.set_ylim(lo, 1.03)
+    ax.set_ylabel("output throughput / fastest target", fontsize=10)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}x")
+    _legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
 FIGURES: dict[str, tuple[str, Callable[[Answer], Figure]]] = {
     "throughput": ("Output throughput vs concurrency", throughput_figure),
     "speedup": ("Speedup over the baseline", speedup_figure),
     "latency": ("Latency (TTFT, ITL) vs concurrency", latency_figure),
     "accept_length": ("Accept length per variant", accept_length_figure),
+    "hosts": ("Throughput per target, relative to the fastest", hosts_figure),
 }
+HOST_FIGURES = {"hosts"}  # drawn in the report's Hosts section, and only for several targets
 
 
 def render_plots(answer: Answer) -> dict[str, bytes]:
-    """Every figure of the report as PNG bytes, keyed by FIGURES' names."""
+    """Every figure that applies, as PNG bytes keyed by FIGURES' names."""
     if answer.throughput.empty:
         return {}
-    return {name: _png(make(answer)) for name, (_, make) in FIGURES.items()}
+    shared = answer.hosts is not None and not answer.hosts.cells.empty
+    return {
+        name: _png(make(answer))
+        for name, (_, make) in FIGURES.items()
+        if name not in HOST_FIGURES or shared
+    }

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name
-from specsweep.report.plots import FIGURES, render_plots
+from specsweep.report.plots import FIGURES, HOST_FIGURES, render_plots
 from specsweep.report.tables import (
     Table,
     all_tables,
     failures_table,
+    host_tables,
     pivot_table,
     policy_table,
     throughput_table,
@@ -64,6 +65,18 @@ def simulated_warning(answer: Answer) -> str | None:
     )
 
 
+def warnings(answer: Answer) -> list[str]:
+    """What a reader must know before trusting the numbers: simulated, mixed GPU kinds."""
+    gpu = answer.gpu_kind_warning
+    texts = [simulated_warning(answer), f"{gpu[0].upper()}{gpu[1:]}." if gpu else None]
+    return [t for t in texts if t]
+
+
+def hosts_line(answer: Answer) -> str | None:
+    """One sentence on the targets of a run measured on several; None for one target."""
+    return answer.hosts.line() if answer.hosts is not None else None
+
+
 def _md_table(table: Table) -> list[str]:
     def cell(text: str, i: int, j: int) -> str:
         text = text.replace("|", "\\|")
@@ -81,13 +94,14 @@ def _md_table(table: Table) -> list[str]:
 
 def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
     lines = [f"# specsweep report: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
-    warning = simulated_warning(answer)
-    if warning:
+    for warning in warnings(answer):
         lines += [f"> {warning}", ""]
     for name, path in plot_paths.items():
-        lines += [f"![{FIGURES[name][0]}]({path})", ""]
+        if name not in HOST_FIGURES:
+            lines += [f"![{FIGURES[name][0]}]({path})", ""]
     for table in all_tables(answer):
         lines += _md_table(table)
+    lines += hosts_markdown(answer, plot_paths)
     config = answer.config_json()
     if config:
         lines += ["### Configuration", "", "```json", config, "```", ""]
@@ -97,6 +111,20 @@ def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
         for rec in commands.to_dict("records"):
             lines += [f"`{rec['variant']}`:", "", "```", str(rec["server_command"]), "```", ""]
     return "\n".join(lines)
+
+
+def hosts_markdown(answer: Answer, plot_paths: dict[str, str]) -> list[str]:
+    """The Hosts section (runs on several targets only): summary line, plot, tables."""
+    line = hosts_line(answer)
+    if line is None:
+        return []
+    lines = ["## Hosts", "", line, ""]
+    for name, path in plot_paths.items():
+        if name in HOST_FIGURES:
+            lines += [f"![{FIGURES[name][0]}]({path})", ""]
+    for table in host_tables(answer):
+        lines += _md_table(table)
+    return lines
 
 
 def _html_table(table: Table) -> str:
@@ -117,6 +145,11 @@ def _html_table(table: Table) -> str:
     )
 
 
+def _html_img(name: str, data: bytes) -> str:
+    b64 = base64.b64encode(data).decode()
+    return f'<img alt="{html.escape(FIGURES[name][0])}" src="data:image/png;base64,{b64}">'
+
+
 def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
     esc = html.escape
     parts = [
@@ -125,16 +158,18 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
         f"<h1>specsweep report: run <code>{esc(answer.run_id)}</code></h1>",
         f'<div class="answer">{esc(headline(answer))}</div>',
     ]
-    warning = simulated_warning(answer)
-    if warning:
-        parts.append(f'<p class="warn">{esc(warning)}</p>')
-    if pngs:
+    parts += [f'<p class="warn">{esc(w)}</p>' for w in warnings(answer)]
+    main = {n: d for n, d in pngs.items() if n not in HOST_FIGURES}
+    if main:
         parts.append("<h2>Plots</h2>")
-    for name, data in pngs.items():
-        b64 = base64.b64encode(data).decode()
-        parts.append(f'<img alt="{esc(FIGURES[name][0])}" src="data:image/png;base64,{b64}">')
+    parts += [_html_img(name, data) for name, data in main.items()]
     parts.append("<h2>Tables</h2>")
     parts += [_html_table(t) for t in all_tables(answer)]
+    line = hosts_line(answer)
+    if line is not None:
+        parts += ["<h2>Hosts</h2>", f"<p>{esc(line)}</p>"]
+        parts += [_html_img(n, d) for n, d in pngs.items() if n in HOST_FIGURES]
+        parts += [_html_table(t) for t in host_tables(answer)]
     config = answer.config_json()
     if config:
         parts.append(
@@ -178,9 +213,11 @@ def default_report_dir(results_root: Path, run_id: str) -> Path:
 def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
     """The short answer for a Prefect artifact: headline, policy, throughput and pivots."""
     lines = [f"## specsweep answer: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
-    warning = simulated_warning(answer)
-    if warning:
+    for warning in warnings(answer):
         lines += [f"> {warning}", ""]
+    line = hosts_line(answer)
+    if line is not None:
+        lines += [f"{line} See the report's Hosts section.", ""]
     tables = [policy_table(answer), pivot_table(answer) if answer.pivots else None]
     if not answer.throughput.empty:
         tables.append(throughput_table(answer))
@@ -194,10 +231,17 @@ def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
 
 
 def level_records(answer: Answer) -> list[dict[str, object]]:
-    """One flat row per measured level, for a table artifact (JSON-safe values)."""
+    """One flat row per measured level, for a table artifact (JSON-safe values).
+
+    On several targets every stored row is listed, with its `target` and
+    whether the answer uses it (`in_answer`); the speedup is given for those only.
+    """
     best = answer.best.set_index("concurrency")
     base = best.get("baseline_throughput")
+    several = answer.hosts is not None and answer.stored is not None
+    frame = answer.stored if several else answer.levels
     cols = [
+        *(["target"] if several else []),
         "variant",
         "concurrency",
         "status",
@@ -210,18 +254,25 @@ def level_records(answer: Answer) -> list[dict[str, object]]:
         "repeats",
         "output_throughput_cv",
     ]
+    used = set(answer.levels.index)
     rows = []
-    for rec in answer.levels[cols].to_dict("records"):
+    for index, rec in zip(frame.index, frame[cols].to_dict("records"), strict=True):
         c = rec["concurrency"]
         ratio = (rec["output_throughput"] / base[c]) if base is not None and c in base else None
+        if several:
+            rec["in_answer"] = index in used
+            ratio = ratio if index in used else None
         rec["speedup_vs_baseline"] = ratio
         rows.append({k: _json_safe(v) for k, v in rec.items()})
+    base_name = baseline_name(answer.levels)
     return sorted(
         rows,
         key=lambda r: (
-            r["variant"] != baseline_name(answer.levels),
+            r["variant"] != base_name,
             r["variant"],
             r["concurrency"],
+            not r.get("in_answer", True),
+            r.get("target") or "",
         ),
     )
 

@@ -214,3 +214,139 @@ def all_tables(answer: Answer) -> list[Table]:
         variants_table(answer),
     ]
     return [t for t in tables if t is not None]
+
+
+def _gpu(rec: dict) -> str:
+    count, name = rec.get("gpu_count"), rec.get("gpu_name")
+    return f"{count}x {name}" if count and name else str(name or "—")
+
+
+def hosts_table(answer: Answer) -> Table | None:
+    """One row per target: GPU identity, what it measured, how it compares (multi-target runs)."""
+    hc = answer.hosts
+    if hc is None:
+        return None
+    cols = [
+        "target",
+        "GPU host",
+        "GPUs",
+        "driver",
+        "GPU uuids",
+        "ok levels",
+        "failed",
+        "in the answer",
+        "shared levels",
+        "median tok/s vs fastest",
+        "threshold",
+        "verdict",
+    ]
+    rows, bold = [], set()
+    for i, rec in enumerate(hc.hosts.to_dict("records")):
+        ratio = rec["median_ratio"]
+        basis = f"{hc.z:g} SE" if rec["basis"] == "repeats" else "min."
+        rows.append(
+            [
+                str(rec["target"]),
+                str(rec.get("gpu_host") or "—"),
+                _gpu(rec),
+                str(rec.get("driver_version") or "—"),
+                str(rec.get("gpu_uuids") or "—"),
+                str(rec["ok_levels"]),
+                str(rec["failed_levels"]),
+                rec["in_answer"] or "—",
+                str(rec["shared_cells"]),
+                "—" if math.isnan(ratio) else f"{ratio:.3f} ({ratio - 1:+.1%})",
+                f"{rec['threshold']:.1%} ({basis})" if rec["shared_cells"] else "—",
+                rec["verdict"],
+            ]
+        )
+        if rec["slower"]:
+            bold.add((i, len(cols) - 1))
+    note = (
+        "median tok/s vs fastest: the target's output throughput divided by the fastest "
+        "target's, at each level measured ok on several targets, median over those levels. "
+        f"slower: its shortfall exceeds the threshold, {hc.z:g} standard errors of the "
+        f"repeats ({hc.z:g} SE) or, when no level was repeated, {hc.min_difference:.0%} (min.). "
+        "Each variant's curve in the answer comes from one target: the one with the most "
+        "ok levels of it, ties to the latest."
+    )
+    return Table(
+        "Hosts: one row per target",
+        cols,
+        rows,
+        [False] * 5 + [True, True, False, True, True, True, False],
+        note=note,
+        highlight=bold,
+    )
+
+
+def host_cells_table(answer: Answer) -> Table | None:
+    """Per level measured ok on several targets: each target's numbers and its ratio."""
+    hc = answer.hosts
+    if hc is None or hc.cells.empty:
+        return None
+    cols = [
+        "variant",
+        "concurrency",
+        "target",
+        "output tok/s",
+        "vs fastest",
+        "noise (1 SE)",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p50",
+        "in the answer",
+        "verdict",
+    ]
+    rows, bold = [], set()
+    for i, rec in enumerate(hc.cells.to_dict("records")):
+        noise = rec["noise"]
+        rows.append(
+            [
+                str(rec["variant"]),
+                str(rec["concurrency"]),
+                str(rec["target"]),
+                num(rec["output_throughput"]),
+                _pct(rec["ratio"] - 1),
+                "—" if pd.isna(noise) else f"±{noise:.1%}",
+                num(rec["ttft_ms_p50"], ".2f"),
+                num(rec["ttft_ms_p99"], ".2f"),
+                num(rec["itl_ms_p50"], ".2f"),
+                "yes" if rec["in_answer"] else "no",
+                rec["verdict"],
+            ]
+        )
+        if rec["verdict"] == "slower":
+            bold.add((i, len(cols) - 1))
+    return Table(
+        "Levels measured on several targets",
+        cols,
+        rows,
+        [False, True, False, True, True, True, True, True, True, False, False],
+        note="Latency in ms. vs fastest: output throughput relative to the fastest target at "
+        "that level; noise: standard error of that ratio from the repeats (— when unknown).",
+        highlight=bold,
+    )
+
+
+def left_out_table(answer: Answer) -> Table | None:
+    """Rows of a variant on a target the answer did not use (a partial or earlier measurement)."""
+    hc = answer.hosts
+    if hc is None or hc.left_out.empty:
+        return None
+    keys = ["variant", "target", "ok_levels", "failed_levels", "used_instead"]
+    rows = [[str(r[k]) for k in keys] for r in hc.left_out.to_dict("records")]
+    return Table(
+        "Rows left out of the answer",
+        ["variant", "target", "ok levels", "failed levels", "the answer uses"],
+        rows,
+        [False, False, True, True, False],
+        note="These levels are not in the throughput, pivot or policy above (nor in the "
+        "failures): another target measured the variant more fully.",
+    )
+
+
+def host_tables(answer: Answer) -> list[Table]:
+    """The Hosts section's tables; empty for a run on a single target."""
+    tables = [hosts_table(answer), host_cells_table(answer), left_out_table(answer)]
+    return [t for t in tables if t is not None]
