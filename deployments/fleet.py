@@ -29,7 +29,8 @@ from prefect.events.schemas.automations import EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
 
 from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
-from flows.fleet_sweep import fleet_sweep, fleet_variant
+from flows.fleet_sweep import fleet_sweep
+from flows.fleet_variant import HOST_TAG, fleet_variant
 from specsweep.config import SweepConfig
 from specsweep.fleet import HOST_ENV, Fleet, FleetHost, config_for_host
 from tasks.target_lock import ensure_target_limit, target_lock_name
@@ -53,6 +54,11 @@ def zombie_automation(lost_after_s: int) -> Automation:
                 "prefect.flow-run.Crashed",
             },
             match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+            # Only runs on fleet hosts (their heartbeat is fleet.heartbeat_s): any other
+            # flow run on this server heartbeats every 180 s by default.
+            match_related=ResourceSpecification(
+                {"prefect.resource.role": "tag", "prefect.resource.id": f"prefect.tag.{HOST_TAG}"}
+            ),
             for_each={"prefect.resource.id"},
             posture=Posture.Proactive,
             threshold=1,
@@ -75,7 +81,7 @@ def ensure_zombie_automation(lost_after_s: int) -> str:
     except ValueError:  # Automation.read raises ValueError when no automation has the name
         wanted.create()
         return "created"
-    if existing.trigger.within == wanted.trigger.within:  # type: ignore[union-attr]
+    if existing.trigger == wanted.trigger and existing.actions == wanted.actions:
         return "exists"
     existing.trigger = wanted.trigger
     existing.actions = wanted.actions
@@ -107,7 +113,7 @@ def deploy_fleet(
         return flow.to_deployment(
             name=flow.name,
             description=description,
-            tags=["specsweep", "fleet"],
+            tags=["specsweep", "fleet", *([HOST_TAG] if flow is fleet_variant else [])],
             parameters=parameters if flow is fleet_sweep else {},
             entrypoint_type=EntrypointType.MODULE_PATH,
             job_variables=job_variables,

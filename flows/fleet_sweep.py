@@ -12,7 +12,6 @@ re-submitted run goes to whichever worker polls next (a dead host polls no more)
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 from uuid import UUID
@@ -31,64 +30,12 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelling
 
-from flows.benchmark_variant import benchmark_variant
+from flows.fleet_variant import FLEET_VARIANT, HOST_TAG, KIND
 from flows.matrix_sweep import begin_run, finish_run
-from specsweep import pipeline
-from specsweep.config import SweepConfig, Variant
+from specsweep.config import SweepConfig
 from specsweep.errors import ConfigError
-from specsweep.fleet import HOST_ENV, Fleet, check_host, config_for_host, current_host
+from specsweep.fleet import Fleet
 from specsweep.plan import sweep_variants
-from specsweep.results.rows import RunContext
-
-FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
-KIND = "fleet-sweep"
-
-
-def _variant_run_name() -> str:
-    variant = flow_run.parameters.get("variant")
-    label = variant.label if isinstance(variant, Variant) else Variant.model_validate(variant).label
-    return f"fleet-variant/{label}@{os.environ.get(HOST_ENV, 'unknown-host')}"
-
-
-def _stop_host_servers(flow: Any, run: FlowRun, state: Any) -> None:
-    """Cancel/crash hook: the host's launch record names the server to stop."""
-    params = run.parameters
-    config = SweepConfig.model_validate(params["config"])
-    host = current_host(Fleet.model_validate(params["fleet"]))
-    pipeline.kill_stale_servers(config_for_host(config, host))
-
-
-@flow(
-    name="fleet-variant",
-    flow_run_name=_variant_run_name,
-    on_cancellation=[_stop_host_servers],
-    on_crashed=[_stop_host_servers],
-)
-def fleet_variant(
-    config: SweepConfig,
-    fleet: Fleet,
-    variant: Variant,
-    run_id: str,
-    force: bool = False,
-) -> list[dict[str, Any]]:
-    """One variant of a fleet sweep on the host whose worker took this run.
-
-    Args:
-        config: The sweep's config; the host's target, GPUs and port replace its own.
-        fleet: The hosts; this run's host is the worker's SPECSWEEP_FLEET_HOST.
-        variant: The variant to benchmark at every level.
-        run_id: The fleet sweep's run: results land in its store under this host's name.
-        force: Also kill processes on the port or GPUs that are not provably specsweep's.
-    """
-    logger = get_run_logger()
-    host = current_host(fleet)
-    host_config = config_for_host(config, host)
-    facts = check_host(host_config)  # HostUnavailable: the sweep re-runs it elsewhere
-    logger.info(
-        "%s on host %s (%s, %s GPU(s))", variant.label, host.name, facts.gpu_name, facts.gpu_count
-    )
-    ctx = RunContext(run_id, KIND.replace("-", "_"), config.name, host.name)
-    return benchmark_variant(host_config, variant, ctx, force=force)
 
 
 def _host_of(run: FlowRun) -> str:
@@ -178,7 +125,7 @@ def fleet_sweep(
             },
             timeout=0,  # submitted, not awaited: the workers place it
             as_subflow=True,
-            tags=["specsweep", f"run:{ctx.run_id}"],
+            tags=["specsweep", HOST_TAG, f"run:{ctx.run_id}"],
         )
         pending[run.id] = label
 

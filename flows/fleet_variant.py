@@ -1,0 +1,74 @@
+"""One variant of a fleet sweep, on the host whose worker took the run.
+
+Kept apart from `fleet_sweep` so a host's flow run imports only what measuring
+needs (no pandas/matplotlib for the report): every run on a host pays its imports.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prefect import flow, get_run_logger, tags
+from prefect.client.schemas.objects import FlowRun
+from prefect.runtime import flow_run
+
+from flows.benchmark_variant import benchmark_variant
+from specsweep import pipeline
+from specsweep.config import SweepConfig, Variant
+from specsweep.fleet import HOST_ENV, Fleet, check_host, config_for_host, current_host
+from specsweep.results.rows import RunContext
+
+FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
+KIND = "fleet-sweep"
+# Every flow run on a fleet host carries this tag; the zombie automation watches only
+# these runs (a sweep elsewhere heartbeats every 180 s by default and must not be hit).
+HOST_TAG = "specsweep-fleet-host"
+
+
+def _variant_run_name() -> str:
+    variant = flow_run.parameters.get("variant")
+    label = variant.label if isinstance(variant, Variant) else Variant.model_validate(variant).label
+    return f"fleet-variant/{label}@{os.environ.get(HOST_ENV, 'unknown-host')}"
+
+
+def _stop_host_servers(flow: Any, run: FlowRun, state: Any) -> None:
+    """Cancel/crash hook: the host's launch record names the server to stop."""
+    params = run.parameters
+    config = SweepConfig.model_validate(params["config"])
+    host = current_host(Fleet.model_validate(params["fleet"]))
+    pipeline.kill_stale_servers(config_for_host(config, host))
+
+
+@flow(
+    name="fleet-variant",
+    flow_run_name=_variant_run_name,
+    on_cancellation=[_stop_host_servers],
+    on_crashed=[_stop_host_servers],
+)
+def fleet_variant(
+    config: SweepConfig,
+    fleet: Fleet,
+    variant: Variant,
+    run_id: str,
+    force: bool = False,
+) -> list[dict[str, Any]]:
+    """One variant of a fleet sweep on the host whose worker took this run.
+
+    Args:
+        config: The sweep's config; the host's target, GPUs and port replace its own.
+        fleet: The hosts; this run's host is the worker's SPECSWEEP_FLEET_HOST.
+        variant: The variant to benchmark at every level.
+        run_id: The fleet sweep's run: results land in its store under this host's name.
+        force: Also kill processes on the port or GPUs that are not provably specsweep's.
+    """
+    logger = get_run_logger()
+    host = current_host(fleet)
+    host_config = config_for_host(config, host)
+    facts = check_host(host_config)  # HostUnavailable: the sweep re-runs it elsewhere
+    logger.info(
+        "%s on host %s (%s, %s GPU(s))", variant.label, host.name, facts.gpu_name, facts.gpu_count
+    )
+    ctx = RunContext(run_id, KIND.replace("-", "_"), config.name, host.name)
+    with tags(HOST_TAG):  # the nested run is watched for heartbeats too
+        return benchmark_variant(host_config, variant, ctx, force=force)

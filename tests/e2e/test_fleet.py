@@ -1,0 +1,201 @@
+"""A fleet sweep end to end: Prefect server on PostgreSQL, two hosts, one lost mid-sweep.
+
+Each "GPU host" is a `specsweep fleet worker` process (a real Prefect process worker,
+limit 1) with its own simulator port and launch records; the sweep runs from
+`specsweep fleet run` as a user starts it. Killing one host's worker and everything
+under it (flow run, server) stands for the host dying; Prefect's zombie automation
+marks its run Crashed when the heartbeats stop, and the sweep re-runs that variant
+on the other host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from specsweep.results.store import ResultsStore
+from specsweep.targets.state import LaunchState
+from tests.conftest import free_port, sim_config_data
+from tests.prefect_server import BIN, PrefectServer, start_process, stop_process
+
+pytestmark = pytest.mark.e2e
+
+RUN = "fleet-e2e"
+HOSTS = ("gpu-a", "gpu-b")
+VICTIM = "gpu-b"
+
+
+def _write_project(root: Path) -> tuple[dict, dict]:
+    sweep = sim_config_data(root, free_port(), step_sweep={"num_steps": [1, 2]})
+    sweep["load"]["concurrency"] = [1, 2]
+    fleet = {
+        "name": "e2e-lab",
+        "heartbeat_s": 30,  # Prefect's minimum
+        "lost_after_s": 40,
+        "hosts": [
+            {
+                "name": name,
+                "port": free_port(),  # two "hosts" share this machine: their own ports
+                "target": {"kind": "local", "workdir": str(root / name)},
+            }
+            for name in HOSTS
+        ],
+    }
+    (root / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    (root / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    return sweep, fleet
+
+
+def _wait(predicate, timeout: float, what: str, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while not (found := predicate()):
+        if time.monotonic() > deadline:
+            tail = log.read_text()[-4000:] if log and log.exists() else ""
+            raise AssertionError(f"timed out waiting for {what}\n{tail}")
+        time.sleep(0.2)
+    return found
+
+
+def _kill_host(worker: subprocess.Popen[bytes]) -> list[int]:
+    """The host dies: its worker and everything it started, all at once (SIGKILL)."""
+    procs = [psutil.Process(worker.pid), *psutil.Process(worker.pid).children(recursive=True)]
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGKILL)
+    worker.wait(timeout=10)
+    return [p.pid for p in procs]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
+    pg_prefect: PrefectServer, tmp_path: Path
+):
+    sweep, fleet = _write_project(tmp_path)
+    env = pg_prefect.env
+    deployed = pg_prefect.cli(
+        "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
+    )
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    automations = pg_prefect.post("/automations/filter", {})
+    assert any("heartbeats stopped" in a["name"] for a in automations)
+
+    workers = {
+        host: start_process(
+            [
+                str(BIN / "specsweep"),
+                "fleet",
+                "worker",
+                "-f",
+                "fleet.yaml",
+                "-c",
+                "sweep.yaml",
+                "--host",
+                host,
+            ],
+            env,
+            tmp_path,
+            tmp_path / f"worker-{host}.log",
+        )
+        for host in HOSTS
+    }
+    sweep_log = tmp_path / "sweep.log"
+    runner = None
+    try:
+        _wait(
+            lambda: len(pg_prefect.post("/work_pools/specsweep-fleet/workers/filter", {})) == 2,
+            90, "both hosts' workers", tmp_path / f"worker-{VICTIM}.log",
+        )  # fmt: skip
+        runner = start_process(
+            [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
+             "--run-id", RUN],
+            env, tmp_path, sweep_log,
+        )  # fmt: skip
+        store = ResultsStore(sweep["results_dir"])
+        # The victim holds its target (a server is starting or measuring) when it dies.
+        victim_variant = _wait(
+            lambda: next((v for v, t, _ in store.read_phase_files(RUN) if t == VICTIM), None),
+            240, f"a variant on {VICTIM}", sweep_log,
+        )  # fmt: skip
+        killed_at = time.time()
+        _kill_host(workers.pop(VICTIM))
+        assert runner.wait(timeout=300) == 0, sweep_log.read_text()[-6000:]
+    finally:
+        for proc in [*workers.values(), *([runner] if runner else [])]:
+            stop_process(proc)
+
+    log = sweep_log.read_text()
+    assert f"{victim_variant} lost with host {VICTIM}" in log
+    assert "re-running it on another host (attempt 2 of 3)" in log
+
+    # Every variant completed exactly once, the victim's on the surviving host.
+    variant_runs = pg_prefect.flow_runs("fleet-variant/fleet-variant")
+    by_label: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for run in variant_runs:
+        label, _, host = run["name"].removeprefix("fleet-variant/").partition("@")
+        by_label[label].append((host, run["state_type"]))
+    labels = {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3"}
+    assert set(by_label) == labels
+    for label, runs in by_label.items():
+        assert [s for _, s in runs].count("COMPLETED") == 1, (label, runs)
+    assert sorted(by_label[victim_variant]) == [("gpu-a", "COMPLETED"), (VICTIM, "CRASHED")]
+
+    # The zombie automation watches fleet hosts' runs only: the sweep itself (default
+    # 180 s heartbeats, running longer than lost_after_s) was never marked Crashed.
+    (parent,) = pg_prefect.post("/flow_runs/filter", {"flows": {"name": {"any_": ["fleet-sweep"]}}})
+    states = pg_prefect.get(f"/flow_run_states/?flow_run_id={parent['id']}")
+    assert "CRASHED" not in {s["type"] for s in states} and parent["state_type"] == "COMPLETED"
+
+    # No two servers ever held one host at the same time (recorded start/stop times);
+    # the victim's server never recorded a stop: it ends when the host died.
+    spans: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for variant, target, phases in store.read_phase_files(RUN):
+        end = phases.get("held_until_unix", killed_at if target == VICTIM else None)
+        assert end is not None, (variant, target, phases)
+        spans[target].append((phases["held_from_unix"], end, variant))
+    assert set(spans) == set(HOSTS)
+    for target, host_spans in spans.items():
+        host_spans.sort()
+        for (_, end, a), (start, _, b) in itertools.pairwise(host_spans):
+            assert start >= end, f"{a} and {b} overlapped on {target}"
+
+    # One store: every level of every variant measured OK on one host; a level the
+    # victim measured before it died is kept beside the re-run's, not overwritten.
+    levels = store.read_levels(RUN)
+    assert not levels.duplicated(["variant", "concurrency", "target"]).any()
+    ok = levels[levels["status"] == "ok"]
+    for label in labels:
+        hosts = ok[ok["variant"] == label].groupby("target")["concurrency"].apply(set)
+        assert any(c == {1, 2} for c in hosts), (label, hosts)
+    assert set(levels["target"]) <= set(HOSTS)
+    run_row = store.read_run(RUN)
+    assert run_row["status"] == "completed" and run_row["target"] == "e2e-lab"
+    assert not json.loads(run_row["variant_errors"] or "{}")
+
+    # Nothing left running on either host: the survivor tore every server down; the
+    # victim's record may still name a server (teardown never ran) that died with it,
+    # which the host's next kill-stale would clear.
+    for host in fleet["hosts"]:
+        assert not _port_open(host["port"]), host
+        entries = LaunchState(Path(host["target"]["workdir"]) / "launched.json").entries()
+        if host["name"] == VICTIM:
+            assert not any(psutil.pid_exists(e["pid"]) for e in entries), entries
+        else:
+            assert entries == []
+    assert os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL") is None  # the test's own env
+    assert pg_prefect.database_url and pg_prefect.database_url.startswith("postgresql")
