@@ -32,7 +32,7 @@ from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
 from flows.fleet_sweep import fleet_sweep
 from flows.fleet_variant import HOST_TAG, fleet_variant
 from specsweep.config import SweepConfig
-from specsweep.fleet import HOST_ENV, Fleet, FleetHost, config_for_host
+from specsweep.fleet import HOST_ENV, Fleet, FleetHost, config_for_host, worker_name
 from tasks.target_lock import ensure_target_limit, target_lock_name
 
 ZOMBIE_AUTOMATION = "specsweep: crash flow runs whose heartbeats stopped"
@@ -138,10 +138,6 @@ def deploy_fleet(
     return ids
 
 
-def worker_name(fleet: Fleet, host: FleetHost) -> str:
-    return f"{fleet.name}-{host.name}"
-
-
 def worker_command(fleet: Fleet, host: FleetHost) -> tuple[list[str], dict[str, str]]:
     """argv and environment of the host's `prefect worker start`."""
     prefect = str(Path(sys.executable).with_name("prefect"))
@@ -149,7 +145,7 @@ def worker_command(fleet: Fleet, host: FleetHost) -> tuple[list[str], dict[str, 
         prefect, "worker", "start",
         "--pool", fleet.pool,
         "--type", "process",
-        "--name", worker_name(fleet, host),
+        "--name", worker_name(fleet.name, host.name),
         "--limit", "1",  # one flow run, so one server, at a time on this host
     ]  # fmt: skip
     env = dict(os.environ)

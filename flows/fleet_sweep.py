@@ -23,7 +23,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilterId,
     FlowRunFilterParentFlowRunId,
 )
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.objects import FlowRun, WorkerStatus
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
@@ -34,7 +34,7 @@ from flows.fleet_variant import FLEET_VARIANT, HOST_TAG, KIND
 from flows.matrix_sweep import begin_run, finish_run
 from specsweep.config import SweepConfig
 from specsweep.errors import ConfigError
-from specsweep.fleet import Fleet
+from specsweep.fleet import Fleet, worker_name
 from specsweep.plan import sweep_variants
 
 
@@ -60,6 +60,17 @@ def _check_deployment() -> None:
                 f"{PREFECT_API_URL.value() or '(ephemeral: a fleet needs a Prefect server)'}: "
                 "run `specsweep fleet deploy -c <sweep.yaml> --fleet <fleet.yaml>` once"
             ) from None
+
+
+def _hosts_online(fleet: Fleet) -> list[str]:
+    """The fleet's hosts with a worker online in its pool (workers are named by host)."""
+    with get_client(sync_client=True) as client:
+        try:
+            workers = client.read_workers_for_work_pool(fleet.pool)
+        except ObjectNotFound:
+            return []
+    online = {w.name for w in workers if w.status == WorkerStatus.ONLINE}
+    return [h.name for h in fleet.hosts if worker_name(fleet.name, h.name) in online]
 
 
 def _cancel_children(flow: Any, run: FlowRun, state: Any) -> None:
@@ -129,11 +140,19 @@ def fleet_sweep(
         )
         pending[run.id] = label
 
+    online = _hosts_online(fleet)
+    if missing := [h.name for h in fleet.hosts if h.name not in online]:
+        logger.warning(
+            "no worker online for host(s) %s (down, failed their pre-flight check, or not "
+            "started: `specsweep fleet worker --host NAME`); their share goes to %s",
+            ", ".join(missing), ", ".join(online) or "whichever host starts a worker",
+        )  # fmt: skip
     for label in by_label:
         submit(label)
     logger.info(
-        "submitted %d variants to pool %s (%d hosts)", len(by_label), fleet.pool, len(fleet.hosts)
-    )
+        "submitted %d variants to pool %s (hosts online: %s)",
+        len(by_label), fleet.pool, ", ".join(online) or "none yet",
+    )  # fmt: skip
     with get_client(sync_client=True) as client:
         while pending:
             time.sleep(fleet.poll_s)

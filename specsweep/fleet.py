@@ -52,6 +52,14 @@ class FleetHost(BaseModel):
         None, ge=1, le=65535, description="Server port on this host; default: server.port."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _target_named_after_host(cls, data: Any) -> Any:
+        """The host's name is its target's: no second name to keep in step."""
+        if isinstance(data, dict) and isinstance(data.get("target"), dict):
+            data = {**data, "target": {"name": data.get("name", ""), **data["target"]}}
+        return data
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -103,6 +111,11 @@ class Fleet(BaseModel):
             f"host {name!r} is not in fleet {self.name!r} (hosts: "
             f"{', '.join(h.name for h in self.hosts)})"
         )
+
+
+def worker_name(fleet: str, host: str) -> str:
+    """The Prefect worker name of a fleet host: how the sweep sees which hosts are up."""
+    return f"{fleet}-{host}"
 
 
 def config_for_host(config: SweepConfig, host: FleetHost) -> SweepConfig:

@@ -140,6 +140,7 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
             stop_process(proc)
 
     log = sweep_log.read_text()
+    assert "hosts online: gpu-a, gpu-b" in log
     assert f"{victim_variant} lost with host {VICTIM}" in log
     assert "re-running it on another host (attempt 2 of 3)" in log
 

@@ -29,7 +29,7 @@ runner = CliRunner()
 def fleet_data(**kw) -> dict:
     hosts = [
         {"name": "gpu-a", "gpus": [0, 1], "port": 31000},
-        {"name": "gpu-b", "target": {"kind": "ssh", "host": "gpu-b.lan", "name": "x"}},
+        {"name": "gpu-b", "target": {"kind": "ssh", "host": "gpu-b.lan"}},
     ]
     return {"name": "lab", "hosts": hosts, **kw}
 
@@ -86,7 +86,7 @@ def test_a_host_brings_its_target_gpus_and_port(tmp_path):
 def test_a_host_that_makes_the_config_invalid_is_refused(tmp_path):
     data = sim_config_data(tmp_path, 30000)
     config = parse_config(data)
-    ssh = {"kind": "ssh", "name": "x", "host": "10.0.0.2", "drive_from": "orchestrator"}
+    ssh = {"kind": "ssh", "host": "10.0.0.2", "drive_from": "orchestrator"}
     host = parse_fleet({"hosts": [{"name": "far", "target": ssh}]}).hosts[0]
     with pytest.raises(ValueError, match="cannot reach"):
         config_for_host(config, host)  # the server binds 127.0.0.1 on a remote host
@@ -116,7 +116,7 @@ def test_a_host_whose_results_store_is_not_writable_fails_its_preflight(tmp_path
 
 def test_an_unreachable_ssh_host_fails_its_preflight(tmp_path):
     data = sim_config_data(tmp_path, free_port())
-    ssh = {"kind": "ssh", "name": "x", "host": "127.0.0.1", "port": free_port(),
+    ssh = {"kind": "ssh", "host": "127.0.0.1", "port": free_port(),
            "connect_attempts": 1, "connect_timeout_s": 3, "verify_host_key": False}  # fmt: skip
     host = parse_fleet({"hosts": [{"name": "gpu-c", "target": ssh}]}).hosts[0]
     with pytest.raises(HostUnavailable, match=r"host gpu-c failed its pre-flight check: .*refused"):
@@ -142,7 +142,7 @@ def _project(tmp_path: Path, hosts: list[dict]) -> tuple[Path, Path]:
 def test_a_host_failing_its_preflight_gets_no_worker(tmp_path, monkeypatch):
     """`fleet worker` checks first: a broken host never polls, so no variant lands there."""
     monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")  # never called
-    ssh = {"kind": "ssh", "name": "x", "host": "127.0.0.1", "port": free_port(),
+    ssh = {"kind": "ssh", "host": "127.0.0.1", "port": free_port(),
            "connect_attempts": 1, "connect_timeout_s": 3, "verify_host_key": False}  # fmt: skip
     sweep, fleet = _project(tmp_path, [{"name": "gpu-a"}, {"name": "gpu-c", "target": ssh}])
     result = runner.invoke(
@@ -173,3 +173,11 @@ def test_fleet_commands_refuse_bad_input_before_anything_starts(tmp_path, monkey
     assert bad_run_id.exit_code == 2 and "run id" in bad_run_id.output
     assert not (tmp_path / "results").exists()  # nothing was written
     assert os.environ.get(HOST_ENV) is None
+
+
+def test_the_example_fleet_parses_and_names_targets_after_hosts():
+    fleet = load_fleet(Path(__file__).parents[2] / "examples" / "fleet.yaml")
+    assert [(h.name, h.target.kind) for h in fleet.hosts] == [
+        ("gpu-a", "local"), ("gpu-b", "local"), ("gpu-c", "ssh")
+    ]  # fmt: skip
+    assert fleet.hosts[2].target.name == "gpu-c"  # no second name to keep in step
