@@ -28,7 +28,7 @@ from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
-from prefect.states import Cancelling
+from prefect.states import Cancelled, Cancelling
 
 from flows.fleet_variant import FLEET_VARIANT, HOST_TAG, KIND
 from flows.matrix_sweep import begin_run, finish_run
@@ -73,17 +73,21 @@ def _hosts_online(fleet: Fleet) -> list[str]:
     return [h.name for h in fleet.hosts if worker_name(fleet.name, h.name) in online]
 
 
-def _cancel_children(flow: Any, run: FlowRun, state: Any) -> None:
+def _cancel_children(flow: Any, flow_run: FlowRun, state: Any) -> None:
     """Cancelling a fleet sweep cancels the variant runs it submitted."""
     with get_client(sync_client=True) as client:
         children = client.read_flow_runs(
             flow_run_filter=FlowRunFilter(
-                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run.id])
             )
         )
         for child in children:
-            if child.state is not None and not child.state.is_final():
-                client.set_flow_run_state(child.id, Cancelling(), force=True)
+            if child.state is None or child.state.is_final():
+                continue
+            # Not started: cancelled outright. Started: Cancelling, so its worker stops the
+            # process and the run's own hook stops its server.
+            new = Cancelled() if child.state.is_scheduled() else Cancelling()
+            client.set_flow_run_state(child.id, new, force=True)
 
 
 def _run_name() -> str:

@@ -32,9 +32,9 @@ def _variant_run_name() -> str:
     return f"fleet-variant/{label}@{os.environ.get(HOST_ENV, 'unknown-host')}"
 
 
-def _stop_host_servers(flow: Any, run: FlowRun, state: Any) -> None:
+def _stop_host_servers(flow: Any, flow_run: FlowRun, state: Any) -> None:
     """Cancel/crash hook: the host's launch record names the server to stop."""
-    params = run.parameters
+    params = flow_run.parameters
     config = SweepConfig.model_validate(params["config"])
     host = current_host(Fleet.model_validate(params["fleet"]))
     pipeline.kill_stale_servers(config_for_host(config, host))

@@ -119,7 +119,7 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     try:
         _wait(
             lambda: len(pg_prefect.post("/work_pools/specsweep-fleet/workers/filter", {})) == 2,
-            90, "both hosts' workers", tmp_path / f"worker-{VICTIM}.log",
+            240, "both hosts' workers", tmp_path / f"worker-{VICTIM}.log",
         )  # fmt: skip
         runner = start_process(
             [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
@@ -200,3 +200,51 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
             assert entries == []
     assert os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL") is None  # the test's own env
     assert pg_prefect.database_url and pg_prefect.database_url.startswith("postgresql")
+
+
+def test_cancelling_a_fleet_sweep_cancels_its_variants_and_stops_their_servers(
+    pg_prefect: PrefectServer, tmp_path: Path
+):
+    """The sweep runs as a deployment (an orchestrator worker), as from the UI."""
+    sweep, fleet = _write_project(tmp_path)
+    deployed = pg_prefect.cli(
+        "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml",
+        "--sweep-pool", "e2e-orchestrator", cwd=tmp_path,
+    )  # fmt: skip
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    host = fleet["hosts"][0]
+    procs = [
+        start_process(
+            [str(BIN / "specsweep"), "fleet", "worker", "-f", "fleet.yaml", "--host", host["name"]],
+            pg_prefect.env, tmp_path, tmp_path / "worker-host.log",
+        ),
+        pg_prefect.start_worker("e2e-orchestrator", "orchestrator", cwd=tmp_path),
+    ]  # fmt: skip
+    try:
+        started = pg_prefect.cli(
+            "prefect", "deployment", "run", "fleet-sweep/fleet-sweep", "--param", "run_id=cancel-me"
+        )
+        assert started.returncode == 0, started.stdout + started.stderr
+        parent_id = next(
+            ln.split("UUID:")[1].strip() for ln in started.stdout.splitlines() if "UUID:" in ln
+        )
+        store = ResultsStore(sweep["results_dir"])
+        _wait(lambda: store.read_phase_files("cancel-me"), 240, "a variant holding the host",
+              tmp_path / "worker-host.log")  # fmt: skip
+        cancel = pg_prefect.cli("prefect", "flow-run", "cancel", parent_id)
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        parent = pg_prefect.wait_state(parent_id, {"CANCELLED", "COMPLETED", "FAILED"}, 120)
+        assert parent["state_type"] == "CANCELLED", parent["state"]
+        children = _wait(
+            lambda: (runs := pg_prefect.post(
+                "/flow_runs/filter",
+                {"flow_runs": {"parent_flow_run_id": {"any_": [parent_id]}}},
+            )) and all(r["state_type"] in {"COMPLETED", "CANCELLED"} for r in runs) and runs,
+            120, "every variant run final",
+        )  # fmt: skip
+        assert any(r["state_type"] == "CANCELLED" for r in children), children
+    finally:
+        for proc in procs:
+            stop_process(proc)
+    assert not _port_open(host["port"])
+    assert LaunchState(Path(host["target"]["workdir"]) / "launched.json").entries() == []
