@@ -67,19 +67,22 @@ def parse_config(data: dict[str, Any]) -> SweepConfig:
         raise ConfigError(format_validation_error(exc)) from None
 
 
+def read_yaml_mapping(path: Path | str, what: str = "config") -> dict[str, Any]:
+    """A YAML file whose top level is a mapping, or a ConfigError saying what is wrong."""
+    path = Path(path)
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{what} file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return loaded
+
+
 def load_config(path: Path | str | None, overrides: Sequence[str] = ()) -> SweepConfig:
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = loaded
+    data: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
     for assignment in overrides:
         apply_override(data, assignment)
     return parse_config(data)

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -27,7 +26,7 @@ from pydantic import (
 )
 
 from specsweep.config import LocalTarget, SweepConfig, Target, check_run_id
-from specsweep.config_file import format_validation_error
+from specsweep.config_file import format_validation_error, read_yaml_mapping
 from specsweep.errors import ConfigError, HostUnavailable, SpecsweepError
 from specsweep.server_facts import ServerFacts
 
@@ -152,16 +151,7 @@ def parse_fleet(data: dict[str, Any]) -> Fleet:
 
 
 def load_fleet(path: Path | str) -> Fleet:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"fleet file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return parse_fleet(data)
+    return parse_fleet(read_yaml_mapping(path, "fleet"))
 
 
 def check_host(config: SweepConfig, n_variants: int = 1) -> ServerFacts:
