@@ -7,15 +7,11 @@ variants), creates each host's global concurrency limit, and the zombie
 automation from Prefect's docs: a flow run whose heartbeats stop for
 `lost_after_s` is marked Crashed, which is how a sweep learns its host is gone.
 
-`worker_command` is the `prefect worker start` a host runs: a limit of one flow
-run (one server per host), its host name in the environment of every flow run
-it starts, and heartbeats on.
+Each host's worker is `deployments/fleet_worker.py`.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
@@ -32,7 +28,7 @@ from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
 from flows.fleet_sweep import fleet_sweep
 from flows.fleet_variant import HOST_TAG, fleet_variant
 from specsweep.config import SweepConfig
-from specsweep.fleet import HOST_ENV, Fleet, FleetHost, config_for_host, worker_name
+from specsweep.fleet import Fleet, config_for_host
 from tasks.target_lock import ensure_target_limit, target_lock_name
 
 ZOMBIE_AUTOMATION = "specsweep: crash flow runs whose heartbeats stopped"
@@ -136,20 +132,3 @@ def deploy_fleet(
         ignore_warnings=True,
     )
     return ids
-
-
-def worker_command(fleet: Fleet, host: FleetHost) -> tuple[list[str], dict[str, str]]:
-    """argv and environment of the host's `prefect worker start`."""
-    prefect = str(Path(sys.executable).with_name("prefect"))
-    argv = [
-        prefect, "worker", "start",
-        "--pool", fleet.pool,
-        "--type", "process",
-        "--name", worker_name(fleet.name, host.name),
-        "--limit", "1",  # one flow run, so one server, at a time on this host
-    ]  # fmt: skip
-    env = dict(os.environ)
-    env[HOST_ENV] = host.name
-    env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(fleet.heartbeat_s)
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    return argv, env

@@ -16,7 +16,15 @@ from prefect.runtime import flow_run
 from flows.benchmark_variant import benchmark_variant
 from specsweep import pipeline
 from specsweep.config import SweepConfig, Variant
-from specsweep.fleet import HOST_ENV, Fleet, check_host, config_for_host, current_host
+from specsweep.errors import HostUnavailable
+from specsweep.fleet import (
+    HOST_ENV,
+    Fleet,
+    check_host,
+    config_for_host,
+    current_host,
+    mark_unavailable,
+)
 from specsweep.results.rows import RunContext
 
 FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
@@ -65,7 +73,11 @@ def fleet_variant(
     logger = get_run_logger()
     host = current_host(fleet)
     host_config = config_for_host(config, host)
-    facts = check_host(host_config)  # HostUnavailable: the sweep re-runs it elsewhere
+    try:
+        facts = check_host(host_config)
+    except HostUnavailable as exc:  # the sweep re-runs the variant elsewhere
+        mark_unavailable(str(exc))  # ... and this host's worker stops taking work
+        raise
     logger.info(
         "%s on host %s (%s, %s GPU(s))", variant.label, host.name, facts.gpu_name, facts.gpu_count
     )

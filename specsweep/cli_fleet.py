@@ -10,7 +10,6 @@ Prefect and the flows load inside the commands (the engine never imports Prefect
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -86,6 +85,11 @@ def deploy(
     _prefect_env()
     fl, cfg = _load(fleet, config)
     assert cfg is not None
+    if sweep_pool == fl.pool:
+        raise _fail(
+            f"--sweep-pool must differ from the hosts' pool {fl.pool!r}: a sweep waiting on a "
+            "host's worker would hold the slot its variants need"
+        )
     url = _api_url()
     from deployments.fleet import ZOMBIE_AUTOMATION, deploy_fleet
 
@@ -110,16 +114,18 @@ def worker(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Sweep YAML for the pre-flight check.")
     ] = None,
+    recheck_s: Annotated[
+        float, typer.Option(help="While the host is unavailable, re-check it this often.")
+    ] = 60.0,
 ) -> None:
-    """Start the host's Prefect worker (one flow run at a time); a host that fails its
-    pre-flight check is not started, so no variant is ever placed on it."""
+    """Run the host's Prefect worker (one flow run at a time). A host failing its pre-flight
+    check gets no worker; one that fails it later takes no work until it passes again."""
     _prefect_env()
     fl, cfg = _load(fleet, config)
     try:
         entry = fl.host(host)
     except ConfigError as exc:
         raise _fail(exc) from None
-    _api_url()
     if not skip_check and cfg is not None:
         try:
             facts = check_host(config_for_host(cfg, entry))
@@ -127,11 +133,18 @@ def worker(
             err.print(f"[bold red]host {host} skipped:[/] {exc}", soft_wrap=True)
             raise typer.Exit(1) from None
         console.print(f"host {host}: ok ({facts.gpu_count or '?'} x {facts.gpu_name or '?'})")
-    from deployments.fleet import worker_command
+    _api_url()
+    from deployments.fleet_worker import run_host_worker
 
-    argv, env = worker_command(fl, entry)
-    console.print(f"starting {' '.join(argv[1:])} (host {host})")
-    os.execve(argv[0], argv, env)  # the worker is this process: signals reach it directly
+    def recheck() -> None:
+        assert cfg is not None
+        check_host(config_for_host(cfg, entry))
+
+    console.print(
+        f"worker {fl.name}-{host} on pool {fl.pool}: one flow run at a time"
+        + ("" if cfg else "; without -c a host marked unavailable re-opens after --recheck-s")
+    )
+    run_host_worker(fl, entry, recheck if cfg is not None else None, recheck_s)
 
 
 @fleet_app.command("run")

@@ -33,6 +33,9 @@ from specsweep.server_facts import ServerFacts
 # Set by `specsweep fleet worker --host NAME` for the flow runs its worker starts: how a
 # variant's flow run knows which fleet host it landed on.
 HOST_ENV = "SPECSWEEP_FLEET_HOST"
+# Where a variant run that finds its host unavailable leaves a note for its worker,
+# which then stops polling until the host passes its pre-flight check again.
+MARKER_ENV = "SPECSWEEP_FLEET_MARKER"
 DEFAULT_POOL = "specsweep-fleet"
 
 
@@ -173,3 +176,10 @@ def check_host(config: SweepConfig, n_variants: int = 1) -> ServerFacts:
             f"(CUDA_VISIBLE_DEVICES={config.server.env.get('CUDA_VISIBLE_DEVICES', 'unset')})"
         )
     return facts
+
+
+def mark_unavailable(reason: str) -> None:
+    """Tell this host's worker (through its marker file) to take no work for now."""
+    marker = os.environ.get(MARKER_ENV)
+    if marker:
+        Path(marker).write_text(reason)

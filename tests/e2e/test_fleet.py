@@ -1,11 +1,14 @@
-"""A fleet sweep end to end: Prefect server on PostgreSQL, two hosts, one lost mid-sweep.
+"""A fleet sweep end to end: Prefect server on PostgreSQL, three hosts: one broken, one
+lost mid-sweep, one that does the rest.
 
 Each "GPU host" is a `specsweep fleet worker` process (a real Prefect process worker,
 limit 1) with its own simulator port and launch records; the sweep runs from
-`specsweep fleet run` as a user starts it. Killing one host's worker and everything
-under it (flow run, server) stands for the host dying; Prefect's zombie automation
-marks its run Crashed when the heartbeats stop, and the sweep re-runs that variant
-on the other host.
+`specsweep fleet run` as a user starts it. gpu-c is an SSH host whose sshd is gone
+(its worker started with --skip-check, as if it broke afterwards): the first variant
+it takes fails its pre-flight and goes elsewhere, and its worker stops taking work.
+Killing gpu-b's worker and everything under it (flow run, server) stands for a host
+dying; Prefect's zombie automation marks its run Crashed when the heartbeats stop,
+and the sweep re-runs that variant on another host.
 """
 
 from __future__ import annotations
@@ -33,24 +36,31 @@ from tests.prefect_server import BIN, PrefectServer, start_process, stop_process
 pytestmark = pytest.mark.e2e
 
 RUN = "fleet-e2e"
-HOSTS = ("gpu-a", "gpu-b")
+HOSTS = ("gpu-a", "gpu-b")  # alive (until gpu-b is killed)
 VICTIM = "gpu-b"
+BROKEN = "gpu-c"
 
 
 def _write_project(root: Path) -> tuple[dict, dict]:
-    sweep = sim_config_data(root, free_port(), step_sweep={"num_steps": [1, 2]})
+    sweep = sim_config_data(root, free_port(), step_sweep={"num_steps": [1, 2, 3]})
     sweep["load"]["concurrency"] = [1, 2]
+    unreachable = {"kind": "ssh", "host": "127.0.0.1", "port": free_port(),
+                   "connect_attempts": 1, "connect_timeout_s": 3}  # fmt: skip
     fleet = {
         "name": "e2e-lab",
         "heartbeat_s": 30,  # Prefect's minimum
         "lost_after_s": 40,
+        "max_attempts": 4,  # a variant may meet the broken host, then the lost one
         "hosts": [
-            {
-                "name": name,
-                "port": free_port(),  # two "hosts" share this machine: their own ports
-                "target": {"kind": "local", "workdir": str(root / name)},
-            }
-            for name in HOSTS
+            *(
+                {
+                    "name": name,
+                    "port": free_port(),  # "hosts" share this machine: their own ports
+                    "target": {"kind": "local", "workdir": str(root / name)},
+                }
+                for name in HOSTS
+            ),
+            {"name": BROKEN, "target": unreachable},
         ],
     }
     (root / "sweep.yaml").write_text(yaml.safe_dump(sweep))
@@ -83,6 +93,7 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.timeout(720)  # one sweep of 4 variants through 3 hosts, waiting out a lost host
 def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     pg_prefect: PrefectServer, tmp_path: Path
 ):
@@ -107,19 +118,20 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
                 "sweep.yaml",
                 "--host",
                 host,
+                *(["--skip-check"] if host == BROKEN else []),
             ],
             env,
             tmp_path,
             tmp_path / f"worker-{host}.log",
         )
-        for host in HOSTS
+        for host in (*HOSTS, BROKEN)
     }
     sweep_log = tmp_path / "sweep.log"
     runner = None
     try:
         _wait(
-            lambda: len(pg_prefect.post("/work_pools/specsweep-fleet/workers/filter", {})) == 2,
-            240, "both hosts' workers", tmp_path / f"worker-{VICTIM}.log",
+            lambda: len(pg_prefect.post("/work_pools/specsweep-fleet/workers/filter", {})) == 3,
+            240, "the hosts' workers", tmp_path / f"worker-{VICTIM}.log",
         )  # fmt: skip
         runner = start_process(
             [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
@@ -140,9 +152,9 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
             stop_process(proc)
 
     log = sweep_log.read_text()
-    assert "hosts online: gpu-a, gpu-b" in log
+    assert "hosts online: gpu-a, gpu-b, gpu-c" in log
     assert f"{victim_variant} lost with host {VICTIM}" in log
-    assert "re-running it on another host (attempt 2 of 3)" in log
+    assert f"lost with host {BROKEN} (Failed: " in log and "HostUnavailable" in log
 
     # Every variant completed exactly once, the victim's on the surviving host.
     variant_runs = pg_prefect.flow_runs("fleet-variant/fleet-variant")
@@ -150,11 +162,16 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     for run in variant_runs:
         label, _, host = run["name"].removeprefix("fleet-variant/").partition("@")
         by_label[label].append((host, run["state_type"]))
-    labels = {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3"}
+    labels = {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3", "eagle3-s3-k1-d4"}
     assert set(by_label) == labels
     for label, runs in by_label.items():
         assert [s for _, s in runs].count("COMPLETED") == 1, (label, runs)
-    assert sorted(by_label[victim_variant]) == [("gpu-a", "COMPLETED"), (VICTIM, "CRASHED")]
+    assert (VICTIM, "CRASHED") in by_label[victim_variant]
+    assert ("gpu-a", "COMPLETED") in by_label[victim_variant]
+    # The broken host failed the one variant it took, then took no more work.
+    on_broken = [(lb, st) for lb, runs in by_label.items() for h, st in runs if h == BROKEN]
+    assert len(on_broken) == 1 and on_broken[0][1] == "FAILED", on_broken
+    assert "gpu-c takes no work" in (tmp_path / f"worker-{BROKEN}.log").read_text()
 
     # The zombie automation watches fleet hosts' runs only: the sweep itself (default
     # 180 s heartbeats, running longer than lost_after_s) was never marked Crashed.
@@ -169,7 +186,7 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
         end = phases.get("held_until_unix", killed_at if target == VICTIM else None)
         assert end is not None, (variant, target, phases)
         spans[target].append((phases["held_from_unix"], end, variant))
-    assert set(spans) == set(HOSTS)
+    assert set(spans) == set(HOSTS)  # the broken host never held a server
     for target, host_spans in spans.items():
         host_spans.sort()
         for (_, end, a), (start, _, b) in itertools.pairwise(host_spans):
@@ -191,7 +208,7 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     # Nothing left running on either host: the survivor tore every server down; the
     # victim's record may still name a server (teardown never ran) that died with it,
     # which the host's next kill-stale would clear.
-    for host in fleet["hosts"]:
+    for host in fleet["hosts"][: len(HOSTS)]:
         assert not _port_open(host["port"]), host
         entries = LaunchState(Path(host["target"]["workdir"]) / "launched.json").entries()
         if host["name"] == VICTIM:

@@ -139,9 +139,8 @@ def _project(tmp_path: Path, hosts: list[dict]) -> tuple[Path, Path]:
     return sweep, fleet
 
 
-def test_a_host_failing_its_preflight_gets_no_worker(tmp_path, monkeypatch):
+def test_a_host_failing_its_preflight_gets_no_worker(tmp_path):
     """`fleet worker` checks first: a broken host never polls, so no variant lands there."""
-    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")  # never called
     ssh = {"kind": "ssh", "host": "127.0.0.1", "port": free_port(),
            "connect_attempts": 1, "connect_timeout_s": 3, "verify_host_key": False}  # fmt: skip
     sweep, fleet = _project(tmp_path, [{"name": "gpu-a"}, {"name": "gpu-c", "target": ssh}])
@@ -157,8 +156,7 @@ def test_a_host_failing_its_preflight_gets_no_worker(tmp_path, monkeypatch):
     assert any("gpu-c" in ln and "pre-flight" in ln for ln in lines), checked.output
 
 
-def test_fleet_commands_refuse_bad_input_before_anything_starts(tmp_path, monkeypatch):
-    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")
+def test_fleet_commands_refuse_bad_input_before_anything_starts(tmp_path):
     sweep, fleet = _project(tmp_path, [{"name": "gpu-a"}])
     unknown = runner.invoke(app, ["fleet", "worker", "-f", str(fleet), "--host", "gpu-x"])
     assert unknown.exit_code == 2 and "'gpu-x' is not in fleet 'lab'" in unknown.output
@@ -166,7 +164,7 @@ def test_fleet_commands_refuse_bad_input_before_anything_starts(tmp_path, monkey
         app,
         ["fleet", "deploy", "-f", str(fleet), "-c", str(sweep), "--sweep-pool", "specsweep-fleet"],
     )
-    assert same_pool.exit_code == 1 and "must differ" in same_pool.output
+    assert same_pool.exit_code == 2 and "must differ" in same_pool.output
     bad_run_id = runner.invoke(
         app, ["fleet", "run", "-f", str(fleet), "-c", str(sweep), "--run-id", "../x"]
     )
