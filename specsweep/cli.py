@@ -183,7 +183,7 @@ def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: 
         show_run(store, run_id)
         if answer.get("policy"):
             console.print(f"[bold]policy:[/] {answer['policy']}", soft_wrap=True)
-        console.print(f"results: {store.levels_dir / run_id}")
+        console.print(f"results: {store.levels_dir}/{run_id}")
         if answer.get("report_html"):
             console.print(f"report:  {answer['report_html']}")
     raise typer.Exit(code)
@@ -267,7 +267,9 @@ def plan(
 @app.command()
 def summary(
     run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
-    results_dir: Annotated[Path, typer.Option(help="Results root.")] = Path("results"),
+    results_dir: Annotated[
+        str, typer.Option(help="Results root: a path or a pyarrow URI (s3://...).")
+    ] = "results",
 ) -> None:
     """Re-render a run's summary from its Parquet files."""
     store = ResultsStore(results_dir)

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
-ResultsOpt = Annotated[Path, typer.Option("--results-dir", help="Results root.")]
+# A string, not a Path: a URI root (s3://bucket/prefix) must reach the store unmangled.
+ResultsOpt = Annotated[
+    str, typer.Option("--results-dir", help="Results root: a path or a pyarrow URI (s3://...).")
+]
 WeightsOpt = Annotated[
     str | None,
     typer.Option(
@@ -61,19 +64,35 @@ def parse_traffic(text: str | None) -> TrafficMix:
         raise _fail(f"--traffic: {exc.errors()[0]['msg']}") from None
 
 
-def _store(results_dir: Path):
+def _store(results_dir: str):
+    from specsweep.results.location import local_path, results_root_value
     from specsweep.results.store import ResultsStore
 
-    if not results_dir.is_dir():
-        raise _fail(f"no results directory at {results_dir}")
-    return ResultsStore(results_dir)
+    try:
+        results_root_value(results_dir)
+    except ValueError as exc:
+        raise _fail(f"--results-dir: {exc}") from None
+    local = local_path(results_dir)
+    if local is not None and not local.is_dir():
+        raise _fail(f"no results directory at {local}")
+    store = ResultsStore(results_dir)
+    if local is None:
+        try:
+            store.run_ids()  # resolves the filesystem: a bad bucket or credentials fail here
+        except (OSError, ValueError) as exc:
+            raise _fail(f"cannot read {results_dir}: {exc}") from None
+    return store
 
 
 def report(
     run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
-    results_dir: ResultsOpt = Path("results"),
+    results_dir: ResultsOpt = "results",
     out: Annotated[
-        Path | None, typer.Option(help="Output folder. Default: <results>/reports/<run_id>.")
+        Path | None,
+        typer.Option(
+            help="Output folder. Default: <results>/reports/<run_id>; for a results root "
+            "that is not on this machine (s3://...), ./specsweep-reports/<run_id>."
+        ),
     ] = None,
     traffic: WeightsOpt = None,
     ttft_p99_ms: TtftOpt = None,
@@ -82,6 +101,7 @@ def report(
     """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
     from specsweep.analysis.answer import analyze_run
     from specsweep.report.render import default_report_dir, headline, warnings, write_report
+    from specsweep.results.location import local_path
 
     mix = parse_traffic(traffic)
     slo = LatencySLO(ttft_p99_ms=ttft_p99_ms, itl_p99_ms=itl_p99_ms)
@@ -98,6 +118,12 @@ def report(
     if answer.hosts is not None:
         console.print(_hosts_table(answer.hosts))
     console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)
+    if out is None and local_path(results_dir) is None:
+        console.print(
+            f"(results_dir {results_dir} is not on this machine: the report was written "
+            f"here, in {files.html.parent.resolve()}, not uploaded)",
+            soft_wrap=True,
+        )
 
 
 def _hosts_table(hosts: HostComparison) -> Table:
@@ -131,7 +157,7 @@ def _pct(value: float) -> str:
 def compare(
     run_a: Annotated[str, typer.Argument(help="The reference run.")],
     run_b: Annotated[str, typer.Argument(help="The run compared with it.")],
-    results_dir: ResultsOpt = Path("results"),
+    results_dir: ResultsOpt = "results",
     z: Annotated[float, typer.Option(help="Noise units a change must exceed.")] = 2.0,
 ) -> None:
     """Per variant and level: how B's throughput and latency moved from A's, and its noise."""
@@ -190,7 +216,7 @@ def compare(
 
 def regression(
     run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
-    results_dir: ResultsOpt = Path("results"),
+    results_dir: ResultsOpt = "results",
     history_runs: Annotated[int, typer.Option(help="Earlier runs to compare with.")] = 7,
     min_history: Annotated[int, typer.Option(help="Fewer: 'insufficient history'.")] = 3,
 ) -> None:

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from specsweep.errors import ConfigError
+from specsweep.results.location import results_root_value
 
 SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -597,7 +598,12 @@ class SweepConfig(_Model):
     target: Target = Field(default_factory=LocalTarget)
     server: ServerSpec
     load: LoadSpec = Field(default_factory=LoadSpec)
-    results_dir: Path = Field(Path("results"), description="Root of the Parquet results.")
+    results_dir: Annotated[Path | str, BeforeValidator(results_root_value)] = Field(
+        Path("results"),
+        description="Root of the Parquet results: a local path (a Path), or a pyarrow "
+        "filesystem URI such as s3://bucket/prefix or file:///abs/path (kept a string; "
+        "credentials come from the environment, never the URI).",
+    )
     step_sweep: StepSweep | None = Field(
         None, description="Vary num_steps (the step-sweep flow runs this section)."
     )

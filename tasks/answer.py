@@ -28,6 +28,7 @@ from specsweep.report.render import (
     level_records,
     write_report,
 )
+from specsweep.results.location import local_path
 from specsweep.results.store import ResultsStore
 
 # Artifact keys (Prefect keeps every version of a key: the UI shows its history across runs).
@@ -36,17 +37,18 @@ ANSWER_KEY = "specsweep-answer"
 REPORT_KEY = "specsweep-report"
 
 
-def report_link(html: Path, results_dir: Path, base_url: str | None) -> str:
+def report_link(html: Path, results_dir: Path | str, base_url: str | None) -> str:
     """file:// URI of the report, or base_url + its path under the results root when served."""
-    if base_url and html.resolve().is_relative_to(results_dir.resolve()):
-        relative = html.resolve().relative_to(results_dir.resolve())
+    root = local_path(results_dir)  # None: an object store, where reports are not written
+    if base_url and root is not None and html.resolve().is_relative_to(root.resolve()):
+        relative = html.resolve().relative_to(root.resolve())
         return base_url.rstrip("/") + "/" + relative.as_posix()
     return html.resolve().as_uri()  # also when the report was written outside the results
 
 
 @task(name="publish-answer", cache_policy=NO_CACHE)
 def publish_answer(
-    results_dir: Path,
+    results_dir: Path | str,
     run_id: str,
     traffic: TrafficMix | None = None,
     slo: LatencySLO | None = None,
@@ -56,7 +58,8 @@ def publish_answer(
     """Write the run's report and publish it as artifacts.
 
     Args:
-        results_dir: Results root holding the run's Parquet files.
+        results_dir: Results root holding the run's Parquet files: a path or a pyarrow URI
+            (s3://...; then the report is written on this machine, ./specsweep-reports/).
         run_id: The run to answer for.
         traffic: Traffic mix the policy is scored on (default uniform over levels).
         slo: Optional p99 TTFT/ITL limits the best variant and the policy must meet.
@@ -67,7 +70,6 @@ def publish_answer(
     report_html and report_markdown paths, and the artifact keys.
     """
     logger = get_run_logger()
-    results_dir = Path(results_dir)
     answer = analyze_run(ResultsStore(results_dir), run_id, traffic, slo)
     files = write_report(answer, report_dir or default_report_dir(results_dir, run_id))
     line = headline(answer)
@@ -86,6 +88,13 @@ def publish_answer(
         description=f"run {run_id}: plots and tables, one self-contained HTML file",
     )
     logger.info("%s\nreport: %s", line, files.html)
+    if report_dir is None and local_path(results_dir) is None:
+        logger.info(
+            "results_dir %s is not on this machine: the report is written here, in %s "
+            "(not uploaded)",
+            results_dir,
+            files.html.parent.resolve(),
+        )
     return {
         "run_id": run_id,
         "policy": line,

@@ -24,6 +24,7 @@ from specsweep.report.tables import (
     policy_table,
     throughput_table,
 )
+from specsweep.results.location import local_path
 
 CSS = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222;
@@ -205,9 +206,17 @@ def write_report(answer: Answer, out_dir: Path) -> ReportFiles:
     return ReportFiles(html_path, md_path, plot_files)
 
 
-def default_report_dir(results_root: Path, run_id: str) -> Path:
-    """Reports live beside the tables they came from: <results>/reports/<run_id>/."""
-    return results_root / "reports" / run_id
+# Where reports go when the results root is not on this machine (s3://, gs://, ...):
+# HTML and PNGs are for people, not for the shared store, and are not uploaded.
+LOCAL_REPORTS = Path("specsweep-reports")
+
+
+def default_report_dir(results_root: Path | str, run_id: str) -> Path:
+    """Reports live beside the tables they came from: <results>/reports/<run_id>/; for a
+    root on another filesystem (an object store URI), in ./specsweep-reports/<run_id>/
+    on this machine."""
+    local = local_path(results_root)
+    return (local / "reports" if local is not None else LOCAL_REPORTS) / run_id
 
 
 def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:

@@ -13,17 +13,22 @@ lost), and neither may overwrite the other. Files written before targets were
 part of the name (``<variant>__c<concurrency>.parquet``) still read and still
 count as measured.
 
-A file is written to a temporary name and renamed, so a reader or a crash
-never sees half a file, and "the file exists" is the resume test.
+The root is a local path or any pyarrow filesystem URI (``s3://bucket/prefix``,
+``file:///abs/path``, ...; see `specsweep.results.location`). On a local root a file is
+written to a temporary name and renamed; on an object store it is uploaded in one piece
+and appears when the upload completes. Either way a reader or a crash never sees half a
+file, and "the file exists" is the resume test.
+
+Paths handed out (`level_path`, `levels_dir`, ...) are `Path`s for a local root
+(``file://`` URIs included) and ``scheme://bucket/prefix/...`` strings for any other.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,10 +36,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from specsweep.results.location import ResultsRoot
 from specsweep.results.schema import LEVELS_SCHEMA, REQUESTS_SCHEMA, RUNS_SCHEMA
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyarrow.fs import FileSystem
+
+
+_READERS = 16  # files read at once
 
 
 def target_slug(target: str) -> str:
@@ -46,24 +56,24 @@ def _level_stem(variant: str, concurrency: int) -> str:
     return f"{variant}__c{concurrency:05d}"
 
 
+def _level_rel(table: str, run_id: str, variant: str, concurrency: int, target: str) -> str:
+    return f"{table}/{run_id}/{_level_stem(variant, concurrency)}@{target_slug(target)}.parquet"
+
+
+def _phases_rel(run_id: str, variant: str, target: str) -> str:
+    return f"phases/{run_id}/{variant}@{target_slug(target)}.json"
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """Sortable by time, unique across hosts: 20261129T091500Z-1a2b3c."""
     now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _write_atomic(table: pa.Table, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from a team's readers
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
 
 
 def _conform(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -78,6 +88,8 @@ def _conform(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
 
 def _to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A file written before a column existed reads with that column null."""
+    if table.schema.equals(schema, check_metadata=False):  # written by this version
+        return pa.Table.from_arrays(table.columns, schema=schema)
     columns = [
         table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
         for f in schema
@@ -85,40 +97,47 @@ def _to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
 
 
-def _read(root: Path, run_id: str | None, schema: pa.Schema) -> pd.DataFrame:
-    base = root / run_id if run_id else root
-    files = sorted(base.rglob("*.parquet")) if base.is_dir() else []
+def _read(root: ResultsRoot, rel: str, schema: pa.Schema) -> pd.DataFrame:
+    fs = root.filesystem
+    files = root.files(rel, ".parquet")
     if not files:
         return schema.empty_table().to_pandas()
-    return pa.concat_tables([_to_schema(pq.read_table(f), schema) for f in files]).to_pandas()
+
+    def one(path: str) -> pa.Table:
+        return _to_schema(pq.read_table(path, filesystem=fs), schema)
+
+    # Files are small and many; on an object store each read is a round trip.
+    with ThreadPoolExecutor(max_workers=min(_READERS, len(files))) as pool:
+        tables = list(pool.map(one, files))
+    return pa.concat_tables(tables).to_pandas()
 
 
 class ResultsStore:
-    def __init__(self, root: Path | str) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Path | str, *, filesystem: FileSystem | None = None) -> None:
+        """`root`: a local path or a pyarrow filesystem URI; with `filesystem`, a path in it."""
+        self.location = ResultsRoot(root, filesystem)
+        self.root = self.location.root  # a Path for a local root, else the URI as given
 
     @property
-    def levels_dir(self) -> Path:
-        return self.root / "levels"
+    def levels_dir(self) -> Path | str:
+        return self.location.public("levels")
 
     @property
-    def runs_dir(self) -> Path:
-        return self.root / "runs"
+    def runs_dir(self) -> Path | str:
+        return self.location.public("runs")
 
     @property
-    def requests_dir(self) -> Path:
-        return self.root / "requests"
+    def requests_dir(self) -> Path | str:
+        return self.location.public("requests")
 
-    def level_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path:
-        name = f"{_level_stem(variant, concurrency)}@{target_slug(target)}.parquet"
-        return self.levels_dir / run_id / name
+    def level_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path | str:
+        return self.location.public(_level_rel("levels", run_id, variant, concurrency, target))
 
-    def requests_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path:
-        name = f"{_level_stem(variant, concurrency)}@{target_slug(target)}.parquet"
-        return self.requests_dir / run_id / name
+    def requests_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path | str:
+        return self.location.public(_level_rel("requests", run_id, variant, concurrency, target))
 
-    def run_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.parquet"
+    def run_path(self, run_id: str) -> Path | str:
+        return self.location.public(f"runs/{run_id}.parquet")
 
     def has_level(
         self, run_id: str, variant: str, concurrency: int, target: str | None = None
@@ -128,53 +147,46 @@ class ResultsStore:
         A file from before targets were in the name counts for every target.
         """
         stem = _level_stem(variant, concurrency)
-        if (self.levels_dir / run_id / f"{stem}.parquet").exists():
+        if self.location.exists(f"levels/{run_id}/{stem}.parquet"):
             return True
         if target is not None:
-            return self.level_path(run_id, variant, concurrency, target).exists()
-        folder = self.levels_dir / run_id
-        return folder.is_dir() and any(p.name.startswith(f"{stem}@") for p in folder.iterdir())
+            return self.location.exists(_level_rel("levels", run_id, variant, concurrency, target))
+        files = self.location.files(f"levels/{run_id}", ".parquet", recursive=False)
+        return any(f.rpartition("/")[2].startswith(f"{stem}@") for f in files)
 
-    def write_level(self, row: dict[str, Any]) -> Path:
-        path = self.level_path(row["run_id"], row["variant"], row["concurrency"], row["target"])
-        return _write_atomic(_conform([row], LEVELS_SCHEMA), path)
+    def write_level(self, row: dict[str, Any]) -> Path | str:
+        rel = _level_rel("levels", row["run_id"], row["variant"], row["concurrency"], row["target"])
+        return self.location.write(rel, _parquet_bytes(_conform([row], LEVELS_SCHEMA)))
 
     def write_requests(
         self, run_id: str, variant: str, concurrency: int, target: str, rows: list[dict[str, Any]]
-    ) -> Path:
-        path = self.requests_path(run_id, variant, concurrency, target)
-        return _write_atomic(_conform(rows, REQUESTS_SCHEMA), path)
+    ) -> Path | str:
+        rel = _level_rel("requests", run_id, variant, concurrency, target)
+        return self.location.write(rel, _parquet_bytes(_conform(rows, REQUESTS_SCHEMA)))
 
-    def write_run(self, row: dict[str, Any]) -> Path:
-        return _write_atomic(_conform([row], RUNS_SCHEMA), self.run_path(row["run_id"]))
+    def write_run(self, row: dict[str, Any]) -> Path | str:
+        rel = f"runs/{row['run_id']}.parquet"
+        return self.location.write(rel, _parquet_bytes(_conform([row], RUNS_SCHEMA)))
 
-    def phases_path(self, run_id: str, variant: str, target: str) -> Path:
-        return self.root / "phases" / run_id / f"{variant}@{target_slug(target)}.json"
+    def phases_path(self, run_id: str, variant: str, target: str) -> Path | str:
+        return self.location.public(_phases_rel(run_id, variant, target))
 
     def write_phases(
         self, run_id: str, variant: str, target: str, phases: dict[str, float]
-    ) -> Path:
+    ) -> Path | str:
         """A variant's phase timings on one target, beside the run so a crash cannot lose
         them; `held_from_unix`/`held_until_unix` bound the server's life on that target."""
-        path = self.phases_path(run_id, variant, target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{variant}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(phases, fh)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        return path
+        rel = _phases_rel(run_id, variant, target)
+        return self.location.write(rel, json.dumps(phases).encode())
 
     def read_phase_files(self, run_id: str) -> list[tuple[str, str | None, dict[str, float]]]:
         """(variant, target, phases) per sidecar; target None for files from before
         targets were in the name."""
-        folder = self.root / "phases" / run_id
-        if not folder.is_dir():
-            return []
         out = []
-        for p in sorted(folder.glob("*.json")):
-            variant, _, target = p.stem.partition("@")
-            out.append((variant, target or None, json.loads(p.read_text())))
+        for path in self.location.files(f"phases/{run_id}", ".json", recursive=False):
+            stem = path.rpartition("/")[2].removesuffix(".json")
+            variant, _, target = stem.partition("@")
+            out.append((variant, target or None, json.loads(self.location.read_bytes(path))))
         return out
 
     def read_phases(self, run_id: str) -> dict[str, dict[str, float]]:
@@ -186,9 +198,7 @@ class ResultsStore:
         return {(v if count[v] == 1 or t is None else f"{v}@{t}"): phases for v, t, phases in files}
 
     def run_ids(self) -> list[str]:
-        if not self.levels_dir.is_dir():
-            return []
-        return sorted(p.name for p in self.levels_dir.iterdir() if p.is_dir())
+        return sorted(self.location.folders("levels"))
 
     def latest_run_id(self) -> str | None:
         ids = self.run_ids()
@@ -196,13 +206,16 @@ class ResultsStore:
 
     def read_levels(self, run_id: str | None = None) -> pd.DataFrame:
         """All level rows (or one run's), one schema whatever the files' age."""
-        return _read(self.levels_dir, run_id, LEVELS_SCHEMA)
+        return _read(self.location, f"levels/{run_id}" if run_id else "levels", LEVELS_SCHEMA)
 
     def read_requests(self, run_id: str | None = None) -> pd.DataFrame:
-        return _read(self.requests_dir, run_id, REQUESTS_SCHEMA)
+        rel = f"requests/{run_id}" if run_id else "requests"
+        return _read(self.location, rel, REQUESTS_SCHEMA)
 
     def read_run(self, run_id: str) -> dict[str, Any] | None:
-        path = self.run_path(run_id)
-        if not path.exists():
+        rel = f"runs/{run_id}.parquet"
+        if not self.location.exists(rel):
             return None
-        return pq.read_table(path).to_pylist()[0]
+        return pq.read_table(
+            self.location.path(rel), filesystem=self.location.filesystem
+        ).to_pylist()[0]

@@ -136,3 +136,34 @@ def test_files_from_before_a_column_existed_still_read(tmp_path):
     df = store.read_levels("r1")
     assert len(df) == 1 and pd.isna(df.loc[0, "steady_output_throughput"])
     assert df.loc[0, "completed"] == 4
+
+
+def test_local_files_are_0644_and_a_failed_rename_leaves_nothing(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    written = [
+        store.write_level(row_for(Variant(), 1)),
+        store.write_phases("r1", "baseline", "local", {"benchmark_s": 1.0}),
+    ]
+    assert {oct(p.stat().st_mode & 0o777) for p in written} == {"0o644"}
+
+    def fail(src, dst):
+        raise OSError("injected")
+
+    monkeypatch.setattr("os.replace", fail)
+    with pytest.raises(OSError, match="injected"):
+        store.write_level(row_for(Variant(), 2))
+    assert sorted(p.name for p in (tmp_path / "levels" / "r1").iterdir()) == [
+        "baseline__c00001@local.parquet"  # neither the file nor its temporary copy
+    ]
+
+
+def test_rows_read_back_in_file_order_across_runs(tmp_path):
+    store = ResultsStore(tmp_path)
+    for run in ("r2", "r1", "r10"):
+        for c in (8, 1, 2):
+            store.write_level(row_for(Variant(), c, run_id=run))
+    levels = store.read_levels()
+    assert list(zip(levels["run_id"], levels["concurrency"], strict=True)) == [
+        (r, c) for r in ("r1", "r10", "r2") for c in (1, 2, 8)
+    ]
+    assert store.run_ids() == ["r1", "r10", "r2"] and store.latest_run_id() == "r2"
