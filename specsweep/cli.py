@@ -272,7 +272,9 @@ def summary(
     ] = "results",
 ) -> None:
     """Re-render a run's summary from its Parquet files."""
-    store = ResultsStore(results_dir)
+    from specsweep.cli_answer import open_store
+
+    store = open_store(results_dir)  # a bad URI or missing dir: a clear error, no traceback
     run_id = run_id or store.latest_run_id()
     if run_id is None:
         err.print(f"[red]no runs under {results_dir}[/]")

@@ -64,7 +64,7 @@ def parse_traffic(text: str | None) -> TrafficMix:
         raise _fail(f"--traffic: {exc.errors()[0]['msg']}") from None
 
 
-def _store(results_dir: str):
+def open_store(results_dir: str):
     from specsweep.results.location import local_path, results_root_value
     from specsweep.results.store import ResultsStore
 
@@ -106,7 +106,7 @@ def report(
     mix = parse_traffic(traffic)
     slo = LatencySLO(ttft_p99_ms=ttft_p99_ms, itl_p99_ms=itl_p99_ms)
     try:
-        answer = analyze_run(_store(results_dir), run_id, mix, slo if slo.active else None)
+        answer = analyze_run(open_store(results_dir), run_id, mix, slo if slo.active else None)
     except (LookupError, ValueError) as exc:
         raise _fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
@@ -163,7 +163,7 @@ def compare(
     """Per variant and level: how B's throughput and latency moved from A's, and its noise."""
     from specsweep.analysis.compare import compare_runs, environment_changes, run_changes
 
-    store = _store(results_dir)
+    store = open_store(results_dir)
     a, b = store.read_levels(run_a), store.read_levels(run_b)
     for rid, frame in ((run_a, a), (run_b, b)):
         if frame.empty:
@@ -223,7 +223,7 @@ def regression(
     """Judge a stored run against its own history (exit 1 on a regression)."""
     from specsweep.analysis.regression import judge_stored_run
 
-    store = _store(results_dir)
+    store = open_store(results_dir)
     run_id = run_id or store.latest_run_id()
     if run_id is None:
         raise _fail(f"no runs under {results_dir}", 1)

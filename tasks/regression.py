@@ -19,7 +19,7 @@ VERDICT_KEY = "specsweep-regression-verdict"
 
 @task(name="judge-regression", cache_policy=NO_CACHE)
 def judge_regression(
-    results_dir: Path, run_id: str, policy: RegressionPolicy | None = None
+    results_dir: Path | str, run_id: str, policy: RegressionPolicy | None = None
 ) -> RegressionReport:
     """Every judged number of the run against the runs before it; the verdict as an artifact."""
     logger = get_run_logger()
