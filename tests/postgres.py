@@ -3,7 +3,7 @@
 `postgres_cluster(root)` runs Debian's `initdb` and `postgres` (the highest version under
 /usr/lib/postgresql/*/bin; `.ci/run` installs the `postgresql` package), creates a role and
 a database `prefect`, and yields the cluster once it accepts connections. On exit it stops
-the server (`pg_ctl stop -m fast`, then `-m immediate`, then SIGKILL to its process group)
+the server (`pg_ctl stop -m fast`, then `-m immediate`, then SIGKILL to each of its processes)
 and removes its files: no postgres process outlives the block, whatever happened inside it.
 
 How it is set up:
@@ -29,7 +29,6 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -38,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 DEBIAN_BINS = "/usr/lib/postgresql/*/bin"
 MISSING = "PostgreSQL server binaries not found: apt-get install postgresql"
@@ -214,7 +215,12 @@ def _stop(
     cwd: Path,
 ) -> None:
     """Fast shutdown (disconnect clients, checkpoint), then immediate, then SIGKILL to the
-    process group (postmaster and every backend)."""
+    postmaster and each of its processes (every backend calls setsid(): they are not in
+    the postmaster's process group)."""
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
     for mode in ("fast", "immediate"):
         if proc.poll() is not None:
             break
@@ -226,7 +232,10 @@ def _stop(
             )  # fmt: skip
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-    # Backends left behind a dead postmaster are still in its group.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for child in children:  # gone already unless the postmaster had to be killed
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(children, timeout=5)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
 import requests
 
 if TYPE_CHECKING:
@@ -53,7 +54,13 @@ def start_process(
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
-    """SIGTERM to the process group, SIGKILL after `timeout` s; then the group's stragglers."""
+    """SIGTERM to the process group, SIGKILL after `timeout` s; then SIGKILL to every
+    descendant still alive, wherever it went: a process worker starts each flow run in a
+    session of its own, out of the worker's group."""
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -63,6 +70,10 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
             proc.wait()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # children that outlived the leader
+    for child in descendants:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(descendants, timeout=5)
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:

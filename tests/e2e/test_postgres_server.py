@@ -2,20 +2,22 @@
 127.0.0.1 (tests/postgres.py) and `prefect server start` on it, as a team runs it beyond
 one machine.
 
-A flow runs against the server from its own process; its flow run must be a row of
-PostgreSQL's `flow_run` table (not of a SQLite file), and survive a restart of the server.
+The server process must hold connections to the cluster; a flow run against the server
+from its own process must be a row of PostgreSQL's `flow_run` table (and no SQLite file
+exist), and survive a restart of the server.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psutil
 import pytest
 
+from tests.postgres import PgCluster
 from tests.prefect_server import PrefectServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -45,24 +47,45 @@ def run_flow(server: PrefectServer, tmp_path: Path) -> str:
     return line.split()[1]
 
 
+def server_ports(server: PrefectServer, pg_port: int) -> set[int]:
+    """Local ports of the server's (and its children's) TCP connections to `pg_port`."""
+    proc = psutil.Process(server.proc.pid)
+    return {
+        conn.laddr.port
+        for p in [proc, *proc.children(recursive=True)]
+        for conn in p.net_connections(kind="tcp")
+        if conn.raddr and conn.raddr.port == pg_port
+    }
+
+
+def session_ports(pg: PgCluster) -> set[int]:
+    """Client ports of PostgreSQL's other sessions on the `prefect` database."""
+    rows = pg.sql(
+        "SELECT client_port FROM pg_stat_activity "
+        "WHERE datname = 'prefect' AND pid <> pg_backend_pid() AND client_port > 0"
+    )
+    return {int(port) for port in rows.split()}
+
+
 def test_the_server_stores_flow_runs_in_postgresql_and_keeps_them_across_a_restart(
     pg_prefect: PrefectServer, tmp_path: Path
 ):
     pg = pg_prefect.pg
     assert pg is not None
 
-    # The server is configured for this cluster, and has no SQLite database of its own.
-    view = pg_prefect.cli("prefect", "config", "view", "--show-secrets", "-o", "json")
-    assert view.returncode == 0, view.stdout + view.stderr
-    settings = {s["name"]: s["value"] for s in json.loads(view.stdout)["settings"]}
-    url = settings["PREFECT_SERVER_DATABASE_CONNECTION_URL"]
-    assert urlsplit(url).scheme == "postgresql+asyncpg"
-    assert (urlsplit(url).hostname, urlsplit(url).port) == ("127.0.0.1", pg.port)
+    # The server process itself holds connections to this cluster (the sessions PostgreSQL
+    # lists, matched by client port), and has no SQLite database of its own.
+    assert urlsplit(pg_prefect.database_url or "").scheme == "postgresql+asyncpg"
+    assert server_ports(pg_prefect, pg.port) & session_ports(pg)
     assert not list(Path(pg_prefect.env["PREFECT_HOME"]).glob("*.db"))
 
     # Prefect migrated the database at start: its schema is in `prefect`, owned by the role.
     assert pg.sql("SELECT version_num FROM alembic_version")
     assert pg.sql("SELECT tableowner FROM pg_tables WHERE tablename = 'flow_run'") == "prefect"
+    # pg_trgm, which Prefect's docs require, created by the migrations as the database owner
+    # (a trusted extension since PostgreSQL 13: no superuser needed).
+    assert pg.sql("SELECT extname FROM pg_extension WHERE extname = 'pg_trgm'") == "pg_trgm"
+    assert pg.sql("SELECT rolsuper FROM pg_roles WHERE rolname = current_user") == "f"
 
     flow_run_id = run_flow(pg_prefect, tmp_path)
     run = pg_prefect.get(f"/flow_runs/{flow_run_id}")
