@@ -39,6 +39,11 @@ def _fail(exc: Exception, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _use_prefect_secrets() -> None:
+    """Hosts' SSH keys may live in Prefect Secret blocks, read through the Prefect API."""
+    import tasks.secrets  # noqa: F401  (plugs Prefect Secret blocks into the engine)
+
+
 def _load(fleet_path: Path, config_path: Path | None) -> tuple[Fleet, SweepConfig | None]:
     try:
         fleet = load_fleet(fleet_path)
@@ -55,6 +60,8 @@ def _load(fleet_path: Path, config_path: Path | None) -> tuple[Fleet, SweepConfi
 @fleet_app.command("check")
 def check(fleet: FleetOpt, config: ConfigOpt) -> None:
     """Run every host's pre-flight check (reachable, results store writable, GPUs)."""
+    _prefect_env()
+    _use_prefect_secrets()
     fl, cfg = _load(fleet, config)
     assert cfg is not None
     table = Table(title=f"fleet {fl.name}", title_justify="left")
@@ -126,6 +133,7 @@ def worker(
         entry = fl.host(host)
     except ConfigError as exc:
         raise _fail(exc) from None
+    _use_prefect_secrets()
     if not skip_check and cfg is not None:
         try:
             facts = check_host(config_for_host(cfg, entry))

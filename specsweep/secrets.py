@@ -34,7 +34,10 @@ def resolve(name: str, what: str) -> str:
             f"{what} names a secret ({name!r}) that only the Prefect flows can read: run "
             "through specsweep's flows or CLI, or give the value another way"
         )
-    return _resolver(name)
+    try:
+        return _resolver(name)
+    except (ValueError, TypeError, KeyError) as exc:  # no such secret, or not a string
+        raise ConfigError(f"{what}: secret {name!r} could not be read: {exc}") from None
 
 
 def resolve_env(env: Mapping[str, str], what: str = "env") -> dict[str, str]:
