@@ -33,7 +33,7 @@ TREE = textwrap.dedent(
 )
 
 
-def wait_for(pred, timeout=20.0):
+def wait_for(pred, timeout=60.0):  # a process start on a loaded 2-core machine
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
