@@ -85,11 +85,14 @@ def test_group_kill_takes_children_and_orphans(runner, tmp_path):
 
 def test_sigterm_ignored_escalates_to_sigkill(runner, tmp_path):
     handle = start_tree(runner, tmp_path, "stubborn")
-    assert wait_for(lambda: runner.tail(handle).count("child up") == 2)
-    report = kill_group(handle.pgid, grace_s=0.5)
-    assert report.escalated and len(report.killed) == 2
-    assert group_members(handle.pgid) == []
-    assert not runner.is_alive(handle)
+    try:
+        assert wait_for(lambda: runner.tail(handle).count("child up") == 2)
+        report = kill_group(handle.pgid, grace_s=0.5)
+        assert report.escalated and len(report.killed) == 2
+        assert group_members(handle.pgid) == []
+        assert not runner.is_alive(handle)
+    finally:  # a failed assertion must not leave the SIGTERM-proof tree running
+        kill_group(handle.pgid, grace_s=0)
 
 
 def test_zombie_counts_as_dead(tmp_path):
