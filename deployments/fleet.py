@@ -28,7 +28,7 @@ from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
 from flows.fleet_sweep import fleet_sweep
 from flows.fleet_variant import HOST_TAG, fleet_variant
 from specsweep.config import SweepConfig
-from specsweep.fleet import Fleet, config_for_host
+from specsweep.fleet import Fleet, check_sweep_pool, config_for_host
 from tasks.target_lock import ensure_target_limit, target_lock_name
 
 ZOMBIE_AUTOMATION = "specsweep: crash flow runs whose heartbeats stopped"
@@ -92,11 +92,7 @@ def deploy_fleet(
     working_dir: Path | None = None,
 ) -> list[UUID]:
     """Register the fleet's deployments, pools, host limits and zombie automation."""
-    if sweep_pool == fleet.pool:
-        raise ValueError(
-            f"the fleet sweep's pool must differ from the hosts' pool {fleet.pool!r}: a sweep "
-            "waiting on a host's worker would hold the slot its variants need"
-        )
+    check_sweep_pool(fleet, sweep_pool)
     for pool in (fleet.pool, sweep_pool):
         ensure_process_pool(pool)
     for host in fleet.hosts:

@@ -22,9 +22,13 @@ from tasks.server import kill_stale_processes, launch_server, teardown_server, w
 from tasks.target_lock import target_lock
 
 
+def variant_label(value: object) -> str:
+    """A variant parameter's label (the API hands over plain dicts)."""
+    return value.label if isinstance(value, Variant) else Variant.model_validate(value).label
+
+
 def _run_name() -> str:
-    variant = flow_run.parameters.get("variant")
-    label = variant.label if isinstance(variant, Variant) else Variant.model_validate(variant).label
+    label = variant_label(flow_run.parameters.get("variant"))
     return f"variant/{label}"
 
 

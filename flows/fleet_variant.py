@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger, tags
 from prefect.client.schemas.objects import FlowRun
 from prefect.runtime import flow_run
 
-from flows.benchmark_variant import benchmark_variant
+from flows.benchmark_variant import benchmark_variant, variant_label
 from specsweep import pipeline
 from specsweep.config import SweepConfig, Variant
 from specsweep.errors import HostUnavailable
@@ -35,8 +35,7 @@ HOST_TAG = "specsweep-fleet-host"
 
 
 def _variant_run_name() -> str:
-    variant = flow_run.parameters.get("variant")
-    label = variant.label if isinstance(variant, Variant) else Variant.model_validate(variant).label
+    label = variant_label(flow_run.parameters.get("variant"))
     return f"fleet-variant/{label}@{os.environ.get(HOST_ENV, 'unknown-host')}"
 
 

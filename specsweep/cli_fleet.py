@@ -21,7 +21,7 @@ from specsweep.cli_deploy import _api_url, _prefect_env
 from specsweep.config import SweepConfig, check_run_id
 from specsweep.config_file import load_config
 from specsweep.errors import ConfigError, SpecsweepError
-from specsweep.fleet import Fleet, check_host, config_for_host, load_fleet
+from specsweep.fleet import Fleet, check_host, check_sweep_pool, config_for_host, load_fleet
 from specsweep.plan import sweep_variants
 
 console = Console()
@@ -92,11 +92,10 @@ def deploy(
     _prefect_env()
     fl, cfg = _load(fleet, config)
     assert cfg is not None
-    if sweep_pool == fl.pool:
-        raise _fail(
-            f"--sweep-pool must differ from the hosts' pool {fl.pool!r}: a sweep waiting on a "
-            "host's worker would hold the slot its variants need"
-        )
+    try:
+        check_sweep_pool(fl, sweep_pool)  # before the API is asked anything
+    except ConfigError as exc:
+        raise _fail(exc) from None
     url = _api_url()
     from deployments.fleet import ZOMBIE_AUTOMATION, deploy_fleet
 

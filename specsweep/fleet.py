@@ -115,6 +115,15 @@ class Fleet(BaseModel):
         )
 
 
+def check_sweep_pool(fleet: Fleet, sweep_pool: str) -> None:
+    """The fleet sweep itself must run outside the hosts' pool."""
+    if sweep_pool == fleet.pool:
+        raise ConfigError(
+            f"the fleet sweep's pool must differ from the hosts' pool {fleet.pool!r}: a sweep "
+            "waiting on a host's worker would hold the slot its variants need"
+        )
+
+
 def worker_name(fleet: str, host: str) -> str:
     """The Prefect worker name of a fleet host: how the sweep sees which hosts are up."""
     return f"{fleet}-{host}"
