@@ -24,10 +24,11 @@ import threading
 import time
 from pathlib import Path
 
-from specsweep import pipeline
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
 from specsweep.errors import ServerDiedError
-from specsweep.plan import BASELINE
+from specsweep.pipeline import VariantServer
+from specsweep.results.rows import RunContext
 from specsweep.targets.process import is_running
 
 
@@ -56,7 +57,11 @@ def one_trial(workdir: Path, phase: str, target: dict | None = None) -> tuple[fl
             "variants": [{}],
         }
     )
-    handle = pipeline.launch(config, BASELINE, "bench")
+    server = VariantServer.for_variant(
+        config, BASELINE, RunContext("bench", "bench", "bench", "local")
+    )
+    server.kill_stale()
+    handle = server.launch()
     died_at: list[float] = []
 
     def watch() -> None:
@@ -68,12 +73,12 @@ def one_trial(workdir: Path, phase: str, target: dict | None = None) -> tuple[fl
     watcher.start()
     start = time.monotonic()
     try:
-        pipeline.wait_ready(config, handle)
+        server.wait_for_health()
         raise SystemExit("the server did not crash")
     except ServerDiedError:
         raised_at = time.monotonic()
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
     watcher.join(5)
     return raised_at - died_at[0], raised_at - start
 

@@ -107,8 +107,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specsweep.config_file import parse_config  # noqa: E402
-from specsweep.fleet import config_for_host, parse_fleet  # noqa: E402
+from specsweep.config.file import parse_config  # noqa: E402
+from specsweep.config.fleet import config_for_host, parse_fleet  # noqa: E402
 from specsweep.results.store import ResultsStore  # noqa: E402
 from tests.postgres import MISSING, find_bin_dir, postgres_cluster  # noqa: E402
 from tests.prefect_server import (  # noqa: E402
@@ -396,12 +396,12 @@ def run_trial(
 
 def _kill_recorded_servers(project: Path, fleet: Any) -> None:
     """Belt and braces: any server a host's launch record still names, stopped."""
-    from specsweep import pipeline
+    from specsweep.pipeline import kill_stale_servers
 
     config = parse_config(yaml.safe_load((project / "sweep.yaml").read_text()))
     for host in fleet.hosts:
         with contextlib.suppress(Exception):
-            pipeline.kill_stale_servers(config_for_host(config, host))
+            kill_stale_servers(config_for_host(config, host))
 
 
 # --- what happened: flow runs from the API, server spans from the sidecars -----------------

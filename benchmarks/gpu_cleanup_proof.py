@@ -55,10 +55,10 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from specsweep.cleanup import CleanupReport, kill_stale  # noqa: E402
 from specsweep.errors import StaleProcessError  # noqa: E402
-from specsweep.gpus import find_nvidia_smi, memory_used, query  # noqa: E402
-from specsweep.targets.state import LaunchState  # noqa: E402
+from specsweep.targets.cleanup import CleanupReport, kill_stale  # noqa: E402
+from specsweep.targets.gpus import find_nvidia_smi, memory_used, query  # noqa: E402
+from specsweep.targets.launch_record import LaunchState  # noqa: E402
 
 # Runs as every child: names itself, takes GPU memory, says so, sleeps. Keep the
 # words that mark sglang out of it: the trainer runs it too and must not look ours.

@@ -24,10 +24,10 @@ from prefect.schedules import Cron
 from flows.matrix_sweep import matrix_sweep
 from flows.nightly_regression import nightly_regression
 from flows.step_sweep import step_sweep
+from flows.target_lock import ensure_target_limit, target_lock_name
 from flows.topk_sweep import topk_sweep
 from specsweep.config import SweepConfig
-from specsweep.schedule import NightlySchedule
-from tasks.target_lock import ensure_target_limit, target_lock_name
+from specsweep.config.schedule import NightlySchedule
 
 DEFAULT_POOL = "specsweep"
 

@@ -27,9 +27,9 @@ from prefect.events.schemas.events import ResourceSpecification
 from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
 from flows.fleet_sweep import fleet_sweep
 from flows.fleet_variant import HOST_TAG, fleet_variant
+from flows.target_lock import ensure_target_limit, target_lock_name
 from specsweep.config import SweepConfig
-from specsweep.fleet import Fleet, check_sweep_pool, config_for_host
-from tasks.target_lock import ensure_target_limit, target_lock_name
+from specsweep.config.fleet import Fleet, check_sweep_pool, config_for_host
 
 ZOMBIE_AUTOMATION = "specsweep: crash flow runs whose heartbeats stopped"
 

@@ -23,8 +23,8 @@ from prefect.settings import PREFECT_WORKER_HEARTBEAT_SECONDS
 from prefect.utilities.processutils import setup_signal_handlers_worker
 from prefect.workers.process import ProcessWorker
 
+from specsweep.config.fleet import HOST_ENV, MARKER_ENV, Fleet, FleetHost, worker_name
 from specsweep.errors import SpecsweepError
-from specsweep.fleet import HOST_ENV, MARKER_ENV, Fleet, FleetHost, worker_name
 
 
 def _say(message: str, *args: object) -> None:
@@ -43,15 +43,16 @@ class HostGate:
         self.marker = marker
         self.check = check
         self.recheck_s = recheck_s
-        self._last_check = 0.0
+        self._last_check: float | None = None  # monotonic time; None: never checked
         self._said_closed = False
 
     def is_open(self) -> bool:
         if not self.marker.exists():
             return True
-        if time.monotonic() - self._last_check < self.recheck_s:
+        now = time.monotonic()  # counts from boot: a fresh host's clock is small
+        if self._last_check is not None and now - self._last_check < self.recheck_s:
             return False
-        self._last_check = time.monotonic()
+        self._last_check = now
         reason = self.marker.read_text().strip() or "unavailable"
         if self.check is None:  # no config to check with: let the next run find out
             _say("host %s: re-opening after %.0f s (%s)", self.host, self.recheck_s, reason)

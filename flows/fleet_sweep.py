@@ -31,11 +31,11 @@ from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelled, Cancelling
 
 from flows.fleet_variant import FLEET_VARIANT, HOST_TAG, KIND
-from flows.matrix_sweep import begin_run, finish_run
+from flows.run_records import begin_run, finish_run
 from specsweep.config import SweepConfig
+from specsweep.config.fleet import Fleet, worker_name
+from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.fleet import Fleet, worker_name
-from specsweep.plan import sweep_variants
 
 
 def _host_of(run: FlowRun) -> str:

@@ -10,22 +10,21 @@ import os
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
-from prefect.client.schemas.objects import FlowRun
 from prefect.runtime import flow_run
 
 from flows.benchmark_variant import benchmark_variant, variant_label
-from specsweep import pipeline
+from flows.hooks import FLEET_HOST_HOOKS
+from flows.prefect_secrets import use_prefect_secrets
 from specsweep.config import SweepConfig, Variant
-from specsweep.errors import HostUnavailable
-from specsweep.fleet import (
+from specsweep.config.fleet import (
     HOST_ENV,
     Fleet,
-    check_host,
     config_for_host,
     current_host,
-    mark_unavailable,
 )
+from specsweep.errors import HostUnavailable
 from specsweep.results.rows import RunContext
+from specsweep.targets.preflight import check_host, mark_unavailable
 
 FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
 KIND = "fleet-sweep"
@@ -39,19 +38,10 @@ def _variant_run_name() -> str:
     return f"fleet-variant/{label}@{os.environ.get(HOST_ENV, 'unknown-host')}"
 
 
-def _stop_host_servers(flow: Any, flow_run: FlowRun, state: Any) -> None:
-    """Cancel/crash hook: the host's launch record names the server to stop."""
-    params = flow_run.parameters
-    config = SweepConfig.model_validate(params["config"])
-    host = current_host(Fleet.model_validate(params["fleet"]))
-    pipeline.kill_stale_servers(config_for_host(config, host))
-
-
 @flow(
     name="fleet-variant",
     flow_run_name=_variant_run_name,
-    on_cancellation=[_stop_host_servers],
-    on_crashed=[_stop_host_servers],
+    **FLEET_HOST_HOOKS,
 )
 def fleet_variant(
     config: SweepConfig,
@@ -70,6 +60,7 @@ def fleet_variant(
         force: Also kill processes on the port or GPUs that are not provably specsweep's.
     """
     logger = get_run_logger()
+    use_prefect_secrets()  # an SSH host's key may be a Secret block
     host = current_host(fleet)
     host_config = config_for_host(config, host)
     try:

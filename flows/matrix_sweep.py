@@ -7,126 +7,16 @@ reporting and the summary artifact behave identically.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
-from prefect.runtime import flow_run
 
-from flows.benchmark_variant import benchmark_variant, kill_recorded_servers
+from flows.benchmark_variant import benchmark_variant
+from flows.hooks import STOP_SERVERS_HOOKS
+from flows.run_records import begin_run, finish_run, first_line, run_config
 from specsweep.config import SweepConfig, Variant
+from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
-from specsweep.plan import sweep_variants
-from specsweep.preflight import check_results_dir
-from specsweep.report_md import summary_markdown
-from specsweep.results.rows import RunContext
-from specsweep.results.store import ResultsStore, new_run_id
-from specsweep.runs import run_row
-from specsweep.secrets import literal_secret_names
-from specsweep.summary import summarize
-from tasks.answer import publish_answer
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-
-
-class SweepFailed(SpecsweepError):
-    """Some variants failed; their levels are missing from the results."""
-
-    def __init__(self, run_id: str, failed: list[str]) -> None:
-        super().__init__(run_id, failed)  # args stay (run_id, failed): picklable, copyable
-        self.run_id = run_id
-        self.failed = failed
-
-    def __str__(self) -> str:
-        return (
-            f"run {self.run_id}: variants failed: {', '.join(self.failed)} "
-            "(their measured levels are kept)"
-        )
-
-
-# A worker or `serve` runs these for the flow run it deployed, the sweep, not for its
-# benchmark-variant subflows: when it cancels (SIGTERM, then SIGKILL) the sweep's
-# process, neither the subflow's `finally` nor its own hooks may get to run.
-STOP_SERVERS_HOOKS = {
-    "on_cancellation": [kill_recorded_servers],
-    "on_crashed": [kill_recorded_servers],
-}
-
-
-def run_config() -> SweepConfig:
-    """The running flow's config parameter, validated (the API hands over plain dicts)."""
-    config = flow_run.parameters.get("config")
-    return config if isinstance(config, SweepConfig) else SweepConfig.model_validate(config)
-
-
-def begin_run(
-    config: SweepConfig, variants: list[Variant], kind: str, run_id: str | None, target: str
-) -> tuple[RunContext, datetime]:
-    """Check the results dir, write the `running` runs row (a resumed run keeps its first
-    start time) and warn about plain secrets: before any launch."""
-    logger = get_run_logger()
-    check_results_dir(config, len(variants))  # before any launch: full disk, read-only dir
-    run_id = run_id or new_run_id()
-    ctx = RunContext(run_id, kind.replace("-", "_"), config.name, target)
-    store = ResultsStore(config.results_dir)
-    previous = store.read_run(run_id)
-    started = previous["started_at"] if previous else datetime.now(UTC)
-    store.write_run(run_row(config, ctx, variants, {}, started, status="running"))
-    logger.info(
-        "run %s: %d variants x %d levels -> %s%s",
-        run_id,
-        len(variants),
-        len(config.load.concurrency),
-        config.results_dir,
-        " (resumed: measured levels are skipped)" if previous else "",
-    )
-    if literal := literal_secret_names([config.server.env, *(v.env for v in variants)]):
-        logger.warning(
-            "%s: plain values in env are kept in this flow run's stored parameters; "
-            "write them as secret:<Prefect Secret block name> instead",
-            ", ".join(literal),
-        )
-    return ctx, started
-
-
-def finish_run(
-    config: SweepConfig,
-    ctx: RunContext,
-    variants: list[Variant],
-    errors: dict[str, str],
-    started: datetime,
-    kind: str,
-    publish: bool,
-    skipped: list[str] | None = None,
-) -> dict[str, Any]:
-    """Write the final runs row, the summary artifact and the answer; raise SweepFailed
-    naming the failed variants (their measured levels are kept)."""
-    logger = get_run_logger()
-    store = ResultsStore(config.results_dir)
-    run_id = ctx.run_id
-    row = run_row(
-        config, ctx, variants, errors, started, phases=store.read_phases(run_id), skipped=skipped
-    )
-    store.write_run(row)
-    levels = store.read_levels(run_id)
-    summary = summarize(levels)
-    markdown = summary_markdown(run_id, summary, errors)
-    create_markdown_artifact(markdown, key=f"{kind}-summary", description=f"run {run_id}")
-    logger.info("\n%s", markdown)
-    result: dict[str, Any] = {"run_id": run_id, "results_dir": str(config.results_dir)}
-    if publish and not levels.empty:
-        answer = publish_answer(config.results_dir, run_id, return_state=True)
-        if answer.is_completed():
-            result["answer"] = answer.result()
-        else:  # the measurements are safe; only the report failed
-            logger.warning("could not publish the answer for run %s: %s", run_id, answer.message)
-    if errors:  # skipped variants only follow a failed one
-        raise SweepFailed(run_id, list(errors))
-    return result | {"failed": []}
 
 
 def run_sweep(

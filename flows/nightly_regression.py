@@ -15,25 +15,15 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from flows.matrix_sweep import STOP_SERVERS_HOOKS, SweepFailed, matrix_sweep, run_config
+from flows.hooks import STOP_SERVERS_HOOKS
+from flows.matrix_sweep import matrix_sweep
+from flows.run_records import run_config
 from specsweep.analysis.params import RegressionPolicy
 from specsweep.config import SweepConfig
-from specsweep.errors import SpecsweepError
+from specsweep.errors import RegressionDetected, SweepFailed
 from specsweep.results.store import ResultsStore, new_run_id
 from tasks.answer import publish_answer
 from tasks.regression import emit_regression_event, judge_regression
-
-
-class RegressionDetected(SpecsweepError):
-    """A judged number got worse than its history allows; the message names each one."""
-
-    def __init__(self, run_id: str, message: str) -> None:
-        super().__init__(run_id, message)  # picklable: args are the constructor's
-        self.run_id = run_id
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def nightly_run_id() -> str:

@@ -6,11 +6,13 @@ from typing import Any
 
 from prefect import flow
 
-from flows.matrix_sweep import STOP_SERVERS_HOOKS, SweepFailed, run_config, run_sweep
+from flows.hooks import STOP_SERVERS_HOOKS
+from flows.matrix_sweep import run_sweep
+from flows.run_records import run_config
 from specsweep.config import SweepConfig
-from specsweep.plan import sweep_variants
+from specsweep.config.plan import sweep_variants
 
-__all__ = ["SweepFailed", "step_sweep"]
+__all__ = ["step_sweep"]
 
 
 def _run_name() -> str:

@@ -1,113 +1,262 @@
-"""The steps of benchmarking one variant, as plain functions.
+"""One variant's server life on a target, as one object with explicit states.
 
-Each takes a spec and returns a result; ``tasks/`` wraps them for Prefect
-(retries, logging, artifacts) and the tests call them directly.
+``VariantServer`` is built once per variant from the sweep's config (its host,
+its exact command, the results store, the run's identity) and walks the five
+steps in order::
+
+    NEW --kill_stale--> CLEANED --launch--> LAUNCHED --wait_for_health--> READY
+     ^                     ^                   |                            |
+     |                     +---- kill_stale ---+-- teardown --> STOPPED <---+
+     +-- benchmark_level only in READY; leaving the ``with`` block tears down
+
+A launch always follows a kill-stale step, levels run only on a ready server,
+and the context manager's exit stops whatever was started: on success,
+failure and cancellation alike. Misuse (a level before the server is ready)
+fails loudly. ``tasks/`` wraps each step as a Prefect task; the flow only
+decides the order, the retries and the lock.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from enum import StrEnum
+from types import TracebackType
 from typing import Any
 
-from specsweep import progress, secrets
-from specsweep.cleanup import CleanupReport
-from specsweep.config import SshTarget, SweepConfig, Target, Variant
+from specsweep import progress
+from specsweep.config import LoadSpec, ServerSpec, SweepConfig, Target, Variant
+from specsweep.config.secrets import resolve_env
 from specsweep.errors import ServerDiedError
-from specsweep.health import Readiness, ReadyReport
+from specsweep.results.phases import Phases
 from specsweep.results.rows import RunContext, level_row, request_rows
 from specsweep.results.store import ResultsStore
-from specsweep.server_facts import ServerFacts
-from specsweep.sglang_cmd import LaunchCommand, command_for
-from specsweep.targets.host import Host, LocalHost
-from specsweep.targets.local import ServerHandle
-from specsweep.targets.process import KillReport
+from specsweep.targets import host_for
+from specsweep.targets.cleanup import CleanupReport
+from specsweep.targets.handle import ServerHandle
+from specsweep.targets.health import Readiness, ReadyReport
+from specsweep.targets.host import Host
+from specsweep.targets.server_facts import ServerFacts
+from specsweep.targets.sglang_cmd import LaunchCommand, command_for
+from specsweep.targets.teardown import TeardownReport
 
 log = logging.getLogger(__name__)
 
+ReadyProgress = Callable[[Readiness, str], None]
+LevelProgress = Callable[[int, int], None]
 
-def host_for(target: Target) -> Host:
-    """The machine a target names; an SSH host keeps one connection per process."""
-    if isinstance(target, SshTarget):
-        from specsweep.targets import ssh  # fabric loads only for SSH targets
 
-        return ssh.host_for(target)
-    return LocalHost.for_target(target)
+class ServerState(StrEnum):
+    NEW = "new"  # nothing done yet
+    CLEANED = "cleaned"  # stale servers of ours are gone, the GPUs' memory is back
+    LAUNCHED = "launched"  # the process runs; not known to serve yet
+    READY = "ready"  # it generated a token: levels may run
+    STOPPED = "stopped"  # torn down; a relaunch starts again at kill_stale
 
 
 def kill_stale_servers(config: SweepConfig, *, force: bool = False) -> CleanupReport:
-    """Stop leftovers of ours on the server's port and GPUs (CUDA_VISIBLE_DEVICES, else all)."""
-    return host_for(config.target).kill_stale(
-        config.server.port,
-        config.server.env,
+    """Stop leftovers of ours on the config's target, port and GPUs.
+
+    For the cancellation hooks and a fleet host's recovery, which hold only the
+    config: the server they must stop was started by a process that is gone.
+    """
+    return _kill_stale(host_for(config.target), config.server, config.target, force)
+
+
+def _kill_stale(host: Host, server: ServerSpec, target: Target, force: bool) -> CleanupReport:
+    return host.kill_stale(
+        server.port,
+        server.env,
         force=force,
-        tolerate_foreign_gpu=config.target.tolerate_foreign_gpu,
+        tolerate_foreign_gpu=target.tolerate_foreign_gpu,
     )
 
 
-def launch(config: SweepConfig, variant: Variant, run_id: str) -> ServerHandle:
-    host = host_for(config.target)
-    cmd = command_for(config, variant)
-    log_path = host.log_path(run_id, variant.label)
-    with_values = LaunchCommand(cmd.argv, secrets.resolve_env(cmd.env))  # only the server sees them
-    handle = host.start(with_values, log_path, config.server.port)
-    log.info("launched %s: pid %d, log %s\n  %s", variant.label, handle.pid, log_path, cmd.shell())
-    return handle
+class VariantServer:
+    """A variant's server on its target, from the kill-stale step to the teardown."""
 
+    def __init__(
+        self,
+        host: Host,
+        target: Target,
+        server: ServerSpec,
+        load: LoadSpec,
+        variant: Variant,
+        command: LaunchCommand,
+        store: ResultsStore,
+        ctx: RunContext,
+    ) -> None:
+        self.host = host
+        self.target = target
+        self.server = server
+        self.load = load
+        self.variant = variant
+        self.command = command
+        self.store = store
+        self.ctx = ctx
+        self.state = ServerState.NEW
+        self.handle: ServerHandle | None = None
+        self.facts: ServerFacts | None = None
+        self.cleanup: CleanupReport | None = None  # the latest kill-stale step's report
+        self.first_cleanup: CleanupReport | None = None  # the GPUs as this variant found them
+        self.last_teardown: TeardownReport | None = None
+        self.phases = Phases()
+        self._held: dict[str, float] = {}
 
-def wait_ready(
-    config: SweepConfig,
-    handle: ServerHandle,
-    on_progress: Callable[[Readiness, str], None] | None = None,
-) -> ReadyReport:
-    return host_for(config.target).wait_ready(handle, config.server, on_progress)
+    @classmethod
+    def for_variant(cls, config: SweepConfig, variant: Variant, ctx: RunContext) -> VariantServer:
+        """Everything a variant's life needs, derived once from the sweep's config."""
+        return cls(
+            host_for(config.target),
+            config.target,
+            config.server,
+            config.load,
+            variant,
+            command_for(config, variant),
+            ResultsStore(config.results_dir),
+            ctx,
+        )
 
+    @property
+    def label(self) -> str:
+        return self.variant.label
 
-def facts(config: SweepConfig) -> ServerFacts:
-    """Asked on the GPU host: its nvidia-smi names the GPUs the server runs on."""
-    return host_for(config.target).facts(config.server)
+    def __repr__(self) -> str:
+        return f"VariantServer({self.label}@{self.ctx.target}, {self.state})"
 
+    # --- resume --------------------------------------------------------------------
+    def levels_to_measure(self) -> list[int]:
+        """The concurrency levels of this run not yet written on this target."""
+        return [
+            c
+            for c in self.load.concurrency
+            if not self.store.has_level(self.ctx.run_id, self.label, c, self.ctx.target)
+        ]
 
-def measure_level(
-    config: SweepConfig,
-    ctx: RunContext,
-    variant: Variant,
-    facts: ServerFacts,
-    concurrency: int,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Run one level and write it at once, so a later crash loses nothing measured.
+    # --- the target's hold: when this variant's server owned the GPUs --------------
+    def __enter__(self) -> VariantServer:
+        """Record when the hold began before anything starts: a host lost mid-variant
+        still leaves when its server began."""
+        self._held = {"held_from_unix": time.time()}
+        self._write_phases()
+        return self
 
-    The per-request file is written first: a level file is the mark of a level
-    done, and resume skips exactly those.
-    """
-    report = progress.reporter(variant.label, concurrency)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.teardown()
+        finally:
+            self._held["held_until_unix"] = time.time()
+            self._write_phases()
 
-    def both(done: int, total: int) -> None:
-        report(done, total)
-        if on_progress is not None:
-            on_progress(done, total)
+    def _write_phases(self) -> None:
+        memory: dict[str, float] = {}
+        if self.first_cleanup is not None and self.first_cleanup.gpu_checked:
+            memory["gpu_mib_at_start"] = float(sum(self.first_cleanup.memory_before.values()))
+        if self.last_teardown is not None and self.last_teardown.gpu_checked:
+            memory["gpu_mib_after_teardown"] = float(sum(self.last_teardown.memory_after.values()))
+        self.store.write_phases(
+            self.ctx.run_id,
+            self.label,
+            self.ctx.target,
+            self.phases.seconds | memory | self._held,
+        )
 
-    both(0, config.load.num_requests(concurrency))  # the bar appears when the level starts
-    host = host_for(config.target)
-    result = host.run_level(config.server, concurrency, config.load, both)
-    store = ResultsStore(config.results_dir)
-    store.write_requests(
-        ctx.run_id, variant.label, concurrency, ctx.target,
-        request_rows(ctx, variant.label, concurrency, result),
-    )  # fmt: skip
-    cmd = command_for(config, variant)  # what ran, on the target
-    row = level_row(ctx, config.server, variant, config.load, facts, result, cmd)
-    store.write_level(row)
-    return row
+    # --- the five steps ------------------------------------------------------------
+    def _require(self, step: str, *allowed: ServerState) -> None:
+        if self.state not in allowed:
+            raise RuntimeError(
+                f"{self.label}: {step} needs the server {' or '.join(allowed)}, "
+                f"but it is {self.state}"
+            )
 
+    def kill_stale(self, *, force: bool = False) -> CleanupReport:
+        """Stop leftovers of ours on the port and GPUs (CUDA_VISIBLE_DEVICES, else all)."""
+        self._require("kill-stale", ServerState.NEW, ServerState.CLEANED, ServerState.STOPPED)
+        with self.phases.timed("kill_stale_s"):
+            report = _kill_stale(self.host, self.server, self.target, force)
+        self.cleanup = report
+        self.first_cleanup = self.first_cleanup or report
+        self.state = ServerState.CLEANED
+        return report
 
-def ensure_alive(config: SweepConfig, handle: ServerHandle, after: str) -> None:
-    """After a failed level: a dead server ends the variant with its log, not more levels."""
-    host = host_for(config.target)
-    if not host.is_alive(handle):
-        raise ServerDiedError(f"server process died during {after} ", host.tail(handle, 30))
+    def launch(self) -> ServerHandle:
+        """Start the server detached; secret references are resolved for it alone."""
+        self._require("launch", ServerState.CLEANED)
+        with self.phases.timed("launch_to_ready_s"):
+            log_path = self.host.log_path(self.ctx.run_id, self.label)
+            with_values = LaunchCommand(self.command.argv, resolve_env(self.command.env))
+            self.handle = self.host.start(with_values, log_path, self.server.port)
+        self.state = ServerState.LAUNCHED
+        log.info(
+            "launched %s: pid %d, log %s\n  %s",
+            self.label, self.handle.pid, log_path, self.command.shell(),
+        )  # fmt: skip
+        return self.handle
 
+    def wait_for_health(self, on_progress: ReadyProgress | None = None) -> ReadyReport:
+        """Until the server generates a token; raises at once when it dies."""
+        self._require("wait-for-health", ServerState.LAUNCHED)
+        assert self.handle is not None
+        with self.phases.timed("launch_to_ready_s"):
+            report = self.host.wait_ready(self.handle, self.server, on_progress)
+            self.facts = self.host.facts(self.server)
+        self.state = ServerState.READY
+        return report
 
-def teardown(config: SweepConfig, handle: ServerHandle) -> KillReport:
-    return host_for(config.target).stop(handle)
+    def benchmark_level(
+        self, concurrency: int, on_progress: LevelProgress | None = None
+    ) -> dict[str, Any]:
+        """Run one level and write it at once, so a later crash loses nothing measured.
+
+        The per-request file is written first: a level file is the mark of a level
+        done, and resume skips exactly those.
+        """
+        self._require("benchmark-level", ServerState.READY)
+        assert self.facts is not None
+        report = progress.reporter(self.label, concurrency)
+
+        def both(done: int, total: int) -> None:
+            report(done, total)
+            if on_progress is not None:
+                on_progress(done, total)
+
+        with self.phases.timed("benchmark_s"):
+            both(0, self.load.num_requests(concurrency))  # the bar appears when it starts
+            result = self.host.run_level(self.server, concurrency, self.load, both)
+            rows = request_rows(self.ctx, self.label, concurrency, result)
+            self.store.write_requests(
+                self.ctx.run_id, self.label, concurrency, self.ctx.target, rows
+            )
+            row = level_row(
+                self.ctx, self.server, self.variant, self.load, self.facts, result, self.command
+            )
+            self.store.write_level(row)
+        return row
+
+    def ensure_alive(self, after: str) -> None:
+        """After a failed level: a dead server ends the variant with its log, not more levels."""
+        assert self.handle is not None
+        if not self.host.is_alive(self.handle):
+            raise ServerDiedError(
+                f"server process died during {after} ", self.host.tail(self.handle, 30)
+            )
+
+    def teardown(self) -> TeardownReport | None:
+        """Stop the server's process group, then what it left behind, then wait for its
+        GPU memory; None when nothing was started since the last teardown."""
+        if self.handle is None:
+            return None
+        limit = self.cleanup.memory_limit if self.cleanup is not None else None
+        with self.phases.timed("teardown_s"):
+            report = self.host.stop(self.handle, self.server.env, memory_limit=limit or None)
+        self.handle = None
+        self.facts = None
+        self.last_teardown = report
+        self.state = ServerState.STOPPED
+        return report

@@ -8,34 +8,26 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from specsweep import pipeline
-from specsweep.config import SweepConfig, Variant
+from specsweep.pipeline import VariantServer
 from specsweep.progress import throttled
-from specsweep.results.rows import RunContext, ServerFacts
 
 
 @task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name="c={concurrency}")
-def benchmark_level(
-    config: SweepConfig,
-    ctx: RunContext,
-    variant: Variant,
-    facts: ServerFacts,
-    concurrency: int,
-) -> dict[str, Any]:
+def benchmark_level(server: VariantServer, concurrency: int) -> dict[str, Any]:
     logger = get_run_logger()
     artifact_id = create_progress_artifact(
-        0.0, description=f"run {ctx.run_id}: {variant.label} at concurrency {concurrency}"
+        0.0,
+        description=f"run {server.ctx.run_id}: {server.label} at concurrency {concurrency}",
     )
 
     def update(done: int, total: int) -> None:
         update_progress_artifact(artifact_id, 100.0 * done / max(total, 1))
 
-    on_progress = throttled(update, min_interval_s=1.0)
-    row = pipeline.measure_level(config, ctx, variant, facts, concurrency, on_progress)
+    row = server.benchmark_level(concurrency, throttled(update, min_interval_s=1.0))
     accept = row["accept_length"]
     logger.info(
         "%s c=%d: %.1f tok/s out, TTFT p50 %.1f ms, ITL p50 %.2f ms%s, %d/%d ok [%s]",
-        variant.label,
+        server.label,
         concurrency,
         row["output_throughput"],
         row["ttft_ms_p50"],

@@ -1,4 +1,8 @@
-"""Server lifecycle tasks: kill stale, launch, wait for health, teardown."""
+"""Server lifecycle tasks: kill stale, launch, wait for health, teardown.
+
+Each wraps one step of `specsweep.pipeline.VariantServer` with what Prefect adds:
+the step's name in the UI, its logs, and retries where a retry can help.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,12 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
-from specsweep import pipeline
-from specsweep.config import SweepConfig, Variant
 from specsweep.errors import SpecsweepError
-from specsweep.health import Readiness, ReadyReport
-from specsweep.results.rows import ServerFacts
-from specsweep.targets.local import ServerHandle
-from tasks import secrets  # noqa: F401 - lets SSH targets read keys from Prefect Secret blocks
+from specsweep.pipeline import VariantServer
+from specsweep.targets.handle import ServerHandle
+from specsweep.targets.health import Readiness
+from specsweep.targets.server_facts import ServerFacts
+from specsweep.targets.teardown import TeardownReport
 
 
 def _transient(task: Task, task_run: TaskRun, state: State) -> bool:
@@ -30,15 +33,15 @@ def _transient(task: Task, task_run: TaskRun, state: State) -> bool:
 
 
 @task(name="kill-stale-gpu-processes", cache_policy=NO_CACHE)
-def kill_stale_processes(config: SweepConfig, force: bool = False) -> list[int]:
+def kill_stale_processes(server: VariantServer, force: bool = False) -> list[int]:
     logger = get_run_logger()
-    report = pipeline.kill_stale_servers(config, force=force)
+    report = server.kill_stale(force=force)
     for note in report.notes:
         logger.warning(note)
     if report.killed_pids:
         logger.info("killed stale server processes: %s", report.killed_pids)
     else:
-        logger.info("no stale servers on port %d", config.server.port)
+        logger.info("no stale servers on port %d", server.server.port)
     return report.killed_pids
 
 
@@ -49,11 +52,11 @@ def kill_stale_processes(config: SweepConfig, force: bool = False) -> list[int]:
     retry_delay_seconds=2,
     retry_condition_fn=_transient,
 )
-def launch_server(config: SweepConfig, variant: Variant, run_id: str) -> ServerHandle:
-    handle = pipeline.launch(config, variant, run_id)
+def launch_server(server: VariantServer) -> ServerHandle:
+    handle = server.launch()
     get_run_logger().info(
         "launched %s (pid %d), log: %s\n%s",
-        variant.label,
+        server.label,
         handle.pid,
         handle.log_path,
         handle.command,
@@ -62,28 +65,27 @@ def launch_server(config: SweepConfig, variant: Variant, run_id: str) -> ServerH
 
 
 @task(name="wait-for-health", cache_policy=NO_CACHE)
-def wait_for_health(config: SweepConfig, handle: ServerHandle) -> ServerFacts:
+def wait_for_health(server: VariantServer) -> ServerFacts:
     logger = get_run_logger()
 
     def progress(state: Readiness, line: str) -> None:
         logger.info("[%s] %s", state, line)
 
-    report: ReadyReport = pipeline.wait_ready(config, handle, on_progress=progress)
-    facts = pipeline.facts(config)
+    report = server.wait_for_health(on_progress=progress)
+    assert server.facts is not None
     logger.info(
         "server ready after %.1fs (%d polls); sglang %s",
         report.elapsed_s,
         report.polls,
-        facts.sglang_version,
+        server.facts.sglang_version,
     )
-    return facts
+    return server.facts
 
 
 @task(name="teardown-server", cache_policy=NO_CACHE)
-def teardown_server(config: SweepConfig, handle: ServerHandle) -> list[int]:
-    report = pipeline.teardown(config, handle)
-    logger = get_run_logger()
-    if report.escalated:
-        logger.warning("server ignored SIGTERM; killed %s", report.killed)
-    logger.info("server group %d stopped in %.2fs", report.pgid, report.elapsed_s)
-    return report.terminated
+def teardown_server(server: VariantServer) -> TeardownReport | None:
+    report = server.teardown()
+    if report is not None:
+        logger = get_run_logger()
+        (logger.info if report.memory_back else logger.warning)(report.summary())
+    return report

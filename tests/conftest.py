@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
 
 # The same examples on every run: a property test must not pass today and fail in
 # tomorrow's CI on a case it happened to draw. Explore locally with

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return _bad_input(str(exc))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 
-    last = [0.0]
+    last = [float("-inf")]  # monotonic counts from boot: 0.0 would hold back the first
 
     def progress(done: int, total: int) -> None:
         now = monotonic()

@@ -33,7 +33,8 @@ from typing import Any
 
 import orjson
 
-from specsweep.loadgen.http import Connection, ConnectionFailed
+from specsweep.errors import ConnectionFailed, ServerError
+from specsweep.loadgen.http import Connection
 from specsweep.loadgen.metrics import RequestRecord
 
 # Inside a JSON string every quote is escaped, so this byte sequence can only be the key.
@@ -53,10 +54,6 @@ class PreparedRequest:
     endpoint: str  # "generate" | "completions" | "chat"
     wire: bytes
     prompt_tokens: int  # exact for token ids; an estimate for text, until the server says
-
-
-class ServerError(Exception):
-    """The server reported an error inside the stream."""
 
 
 def parse_meta(data: bytes) -> dict[str, Any]:

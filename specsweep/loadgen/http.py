@@ -36,6 +36,8 @@ from collections.abc import Callable
 from time import perf_counter
 from urllib.parse import urlsplit
 
+from specsweep.errors import ConnectionFailed
+
 ERROR_BODY_BYTES = 200
 _READ_BYTES = 256 * 1024
 # SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) is Linux's; Python's socket module does not
@@ -52,10 +54,6 @@ OnData = Callable[[bytes, float], None]
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r]*chunked")
 _LENGTH_HEADER = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)")
 _CLOSE = re.compile(rb"\r\nconnection:[ \t]*close")
-
-
-class ConnectionFailed(Exception):
-    """The connection could not be made or broke before the response ended."""
 
 
 def split_url(base_url: str) -> tuple[str, int, str]:

@@ -16,16 +16,13 @@ from typing import Any
 
 import orjson
 
+from specsweep.errors import WireError
 from specsweep.loadgen.metrics import LevelMetrics, RequestRecord
 from specsweep.loadgen.runner import LevelResult
 
 # LevelMetrics fields that are plain floats (NaN when undefined), as opposed to
 # `float | None` ones where null means "not reported".
 _NAN_FIELDS = frozenset(f.name for f in fields(LevelMetrics) if f.type == "float")
-
-
-class WireError(ValueError):
-    """A line that is not a well-formed result of this load generator."""
 
 
 def _metrics_to_json(m: LevelMetrics) -> dict[str, Any]:

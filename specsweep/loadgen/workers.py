@@ -25,6 +25,7 @@ from typing import Any
 
 from specsweep.loadgen.client import PreparedRequest
 from specsweep.loadgen.metrics import RequestRecord
+from specsweep.loadgen.streams import LocalRunner, gc_paused, new_event_loop
 
 _PROGRESS_EVERY_S = 0.05
 _JOIN_TIMEOUT_S = 5.0
@@ -49,11 +50,10 @@ def split_by_weight(total: int, weights: Sequence[int]) -> list[int]:
 
 def _child_main(pipe: Pipe, base_url: str, streams: int, timeout_s: float) -> None:
     """A worker process: run passes as the parent sends them, until it sends None."""
-    from specsweep.loadgen.runner import LocalRunner, gc_paused, new_event_loop
 
     async def run_pass(msg: tuple[int, int, list[PreparedRequest]]) -> None:
         repeat, offset, requests = msg
-        last = 0.0
+        last = float("-inf")  # the first update goes out whatever the clock reads
 
         def on_done(done: int, total: int = len(requests)) -> None:
             nonlocal last

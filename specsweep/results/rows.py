@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from specsweep.config import LoadSpec, ServerSpec, Variant, check_run_id
-from specsweep.redact import redact_args, redact_env
+from specsweep.config.redact import redact_args, redact_env
 from specsweep.results.schema import SCHEMA_VERSION
-from specsweep.server_facts import ServerFacts as ServerFacts  # re-exported
-from specsweep.sglang_cmd import (
+from specsweep.targets.server_facts import ServerFacts as ServerFacts  # re-exported
+from specsweep.targets.sglang_cmd import (
     LaunchCommand,
     build_launch_command,
     effective_max_running_requests,

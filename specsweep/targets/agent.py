@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from specsweep.errors import ServerStartError, SpecsweepError
 
 if TYPE_CHECKING:  # imported lazily at run time: `kill-op` needs none of it
-    from specsweep.targets.host import LocalHost
-    from specsweep.targets.local import ServerHandle
+    from specsweep.targets.handle import ServerHandle
+    from specsweep.targets.local import LocalHost
 
 OP_ID_ENV = "SPECSWEEP_OP_ID"
 EXIT_ERROR = 3
@@ -42,7 +42,7 @@ def _emit(event: dict[str, Any]) -> None:
 
 
 def _host(payload: dict[str, Any]) -> LocalHost:
-    from specsweep.targets.host import LocalHost
+    from specsweep.targets.local import LocalHost
 
     return LocalHost(Path(payload["workdir"]).expanduser())
 
@@ -54,7 +54,7 @@ def _handle(payload: dict[str, Any]) -> ServerHandle:
 
 
 def op_start(p: dict[str, Any], emit: Emit) -> Any:
-    from specsweep.sglang_cmd import LaunchCommand
+    from specsweep.targets.sglang_cmd import LaunchCommand
     from specsweep.targets.wire import handle_to_json
 
     os.environ.pop(OP_ID_ENV, None)  # the server must not be killed as part of this command
@@ -89,20 +89,27 @@ def op_wait_ready(p: dict[str, Any], emit: Emit) -> Any:
 
 def op_facts(p: dict[str, Any], emit: Emit) -> Any:
     from specsweep.config import ServerSpec
-    from specsweep.server_facts import server_facts
+    from specsweep.targets.server_facts import server_facts
     from specsweep.targets.wire import facts_to_json
 
     return facts_to_json(server_facts(ServerSpec.model_validate(p["server"])))
 
 
 def op_stop(p: dict[str, Any], emit: Emit) -> Any:
-    from specsweep.targets.wire import kill_to_json
+    from specsweep.targets.wire import teardown_to_json
 
-    return kill_to_json(_host(p).stop(_handle(p), float(p.get("grace_s", 15.0))))
+    limit = {int(g): int(m) for g, m in (p.get("memory_limit") or {}).items()}
+    report = _host(p).stop(
+        _handle(p),
+        p.get("server_env") or {},
+        memory_limit=limit or None,
+        grace_s=float(p.get("grace_s", 15.0)),
+    )
+    return teardown_to_json(report)
 
 
 def op_tail(p: dict[str, Any], emit: Emit) -> Any:
-    from specsweep.targets.local import tail_file
+    from specsweep.targets.handle import tail_file
 
     return tail_file(Path(p["handle"]["log_path"]), int(p.get("lines", 20)))
 
@@ -122,7 +129,7 @@ def op_watch(p: dict[str, Any], emit: Emit) -> Any:
     import time
 
     from specsweep.targets import process
-    from specsweep.targets.local import tail_file
+    from specsweep.targets.handle import tail_file
 
     h = p["handle"]
     interval, end = float(p.get("interval_s", 0.1)), time.monotonic() + float(p["max_s"])

@@ -1,45 +1,31 @@
-"""Run servers on this machine: detached, logged to a file, stoppable as a group."""
+"""This machine as a target: servers started detached, logged to a file, stopped as a group,
+and every lifecycle step run in this process."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
 
-from specsweep.sglang_cmd import LaunchCommand
+from specsweep.config import LoadSpec, LocalTarget, ServerSpec
+from specsweep.errors import ConfigError
+from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.targets import process
-from specsweep.targets.state import LaunchState
-
-
-@dataclass(frozen=True)
-class ServerHandle:
-    """Everything needed to watch and stop a launched server, even from another process."""
-
-    pid: int
-    pgid: int
-    create_time: float
-    port: int
-    log_path: Path
-    command: str
-    started_at: datetime
-
-
-def tail_file(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last lines of a (possibly huge, possibly still growing) log file."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except FileNotFoundError:
-        return []
-    text = data.decode("utf-8", errors="replace").replace("\r", "\n")
-    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+from specsweep.targets.cleanup import CleanupReport, kill_stale
+from specsweep.targets.gpus import gpus_from_env
+from specsweep.targets.handle import LAUNCH_ID_ENV, ServerHandle, tail_file
+from specsweep.targets.health import ReadyReport, wait_until_ready
+from specsweep.targets.host import LevelProgress, ReadyProgress
+from specsweep.targets.launch_record import LaunchState
+from specsweep.targets.server_facts import ServerFacts, server_facts
+from specsweep.targets.sglang_cmd import LaunchCommand
+from specsweep.targets.teardown import TeardownReport, stop_server
 
 
 class LocalRunner:
@@ -51,7 +37,8 @@ class LocalRunner:
 
     def start(self, cmd: LaunchCommand, log_path: Path, port: int) -> ServerHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **cmd.env, "PYTHONUNBUFFERED": "1"}
+        launch_id = uuid.uuid4().hex
+        env = {**os.environ, **cmd.env, "PYTHONUNBUFFERED": "1", LAUNCH_ID_ENV: launch_id}
         with log_path.open("ab") as log:
             log.write(f"# specsweep launch: {cmd.shell()}\n".encode())
             log.flush()
@@ -76,6 +63,7 @@ class LocalRunner:
             log_path=log_path,
             command=cmd.shell(),
             started_at=datetime.now(UTC),
+            launch_id=launch_id,
         )
         self.state.add(handle)
         return handle
@@ -86,9 +74,95 @@ class LocalRunner:
     def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]:
         return tail_file(handle.log_path, lines)
 
-    def stop(self, handle: ServerHandle, grace_s: float = 15.0) -> process.KillReport:
-        """Stop the server's whole process group, orphans included, then forget it."""
-        report = process.kill_group(handle.pgid, grace_s)
-        process.reap(handle.pid)
+    def stop(
+        self,
+        handle: ServerHandle,
+        gpus: list[int] | None = None,
+        *,
+        memory_limit: dict[int, int] | None = None,
+        grace_s: float = 15.0,
+    ) -> TeardownReport:
+        """Stop the server's group, what it left outside it, wait for its GPU memory
+        (target ``gpus``; None: all), then forget it."""
+        report = stop_server(handle, gpus, memory_limit=memory_limit, grace_s=grace_s)
         self.state.remove(handle.pgid)
         return report
+
+
+def check_executable(argv0: str) -> None:
+    if shutil.which(argv0) is None:
+        raise ConfigError(
+            f"cannot launch the server: {argv0!r} is not an executable on this host "
+            "(set server.python to the interpreter that has sglang, or fix server.launch_prefix)"
+        )
+
+
+class LocalHost:
+    """This machine, as this user."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.runner = LocalRunner(workdir)
+
+    @classmethod
+    def for_target(cls, target: LocalTarget) -> LocalHost:
+        return cls(target.workdir)
+
+    def kill_stale(
+        self, port: int, server_env: Mapping[str, str], *, force: bool, tolerate_foreign_gpu: bool
+    ) -> CleanupReport:
+        """Stop leftovers of ours on the port and GPUs (CUDA_VISIBLE_DEVICES, else all)."""
+        return kill_stale(
+            self.runner,
+            port,
+            force=force,
+            gpus=gpus_from_env(server_env),
+            tolerate_foreign_gpu=tolerate_foreign_gpu,
+        )
+
+    def log_path(self, run_id: str, label: str) -> Path:
+        return self.runner.workdir / "logs" / run_id / f"{label}.log"
+
+    def start(self, cmd: LaunchCommand, log_path: Path, port: int) -> ServerHandle:
+        check_executable(cmd.argv[0])
+        return self.runner.start(cmd, log_path, port)
+
+    def wait_ready(
+        self, handle: ServerHandle, server: ServerSpec, on_progress: ReadyProgress | None = None
+    ) -> ReadyReport:
+        return wait_until_ready(
+            server.base_url,
+            is_alive=lambda: self.runner.is_alive(handle),
+            tail_log=lambda n: self.runner.tail(handle, n),
+            timeout_s=server.startup_timeout_s,
+            on_progress=on_progress,
+        )
+
+    def facts(self, server: ServerSpec) -> ServerFacts:
+        return server_facts(server)
+
+    def run_level(
+        self,
+        server: ServerSpec,
+        concurrency: int,
+        load: LoadSpec,
+        on_progress: LevelProgress | None = None,
+    ) -> LevelResult:
+        return run_level_sync(server.base_url, concurrency, load, on_progress=on_progress)
+
+    def stop(
+        self,
+        handle: ServerHandle,
+        server_env: Mapping[str, str],
+        *,
+        memory_limit: dict[int, int] | None = None,
+        grace_s: float = 15.0,
+    ) -> TeardownReport:
+        return self.runner.stop(
+            handle, gpus_from_env(server_env), memory_limit=memory_limit, grace_s=grace_s
+        )
+
+    def is_alive(self, handle: ServerHandle) -> bool:
+        return self.runner.is_alive(handle)
+
+    def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]:
+        return self.runner.tail(handle, lines)

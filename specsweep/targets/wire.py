@@ -11,11 +11,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from specsweep.cleanup import CleanupReport
-from specsweep.health import Readiness, ReadyReport
-from specsweep.server_facts import ServerFacts
-from specsweep.targets.local import ServerHandle
+from specsweep.targets.cleanup import CleanupReport
+from specsweep.targets.handle import ServerHandle
+from specsweep.targets.health import Readiness, ReadyReport
 from specsweep.targets.process import KillReport
+from specsweep.targets.server_facts import ServerFacts
+from specsweep.targets.teardown import TeardownReport
 
 
 def handle_to_json(h: ServerHandle) -> dict[str, Any]:
@@ -45,6 +46,15 @@ def kill_from_json(data: dict[str, Any]) -> KillReport:
 
 def _int_keys(d: dict[str, int]) -> dict[int, int]:
     return {int(k): v for k, v in d.items()}
+
+
+def teardown_to_json(r: TeardownReport) -> dict[str, Any]:
+    return dataclasses.asdict(r)
+
+
+def teardown_from_json(data: dict[str, Any]) -> TeardownReport:
+    maps = ("memory_before", "memory_after", "memory_limit")
+    return TeardownReport(**{**data, **{m: _int_keys(data[m]) for m in maps}})
 
 
 def cleanup_to_json(r: CleanupReport) -> dict[str, Any]:

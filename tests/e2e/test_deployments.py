@@ -15,8 +15,8 @@ import psutil
 import pytest
 import yaml
 
-from specsweep.schedule import NIGHTLY_CRON, NIGHTLY_TIMEZONE
-from specsweep.targets.state import LaunchState
+from specsweep.config.schedule import NIGHTLY_CRON, NIGHTLY_TIMEZONE
+from specsweep.targets.launch_record import LaunchState
 from tests.e2e.conftest import TARGET, PrefectStack, as_param, flow_run_id
 from tests.faults.registry import fault
 

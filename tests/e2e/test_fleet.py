@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from specsweep.results.store import ResultsStore
-from specsweep.targets.state import LaunchState
+from specsweep.targets.launch_record import LaunchState
 from tests.conftest import free_port, sim_config_data
 from tests.prefect_server import BIN, PrefectServer, start_process, stop_process
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from specsweep import pipeline
-from specsweep.config_file import parse_config
+from specsweep.config import LoadSpec
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
 from specsweep.errors import ConfigError, ServerDiedError
-from specsweep.plan import BASELINE
-from specsweep.preflight import check_results_dir
-from specsweep.results.rows import RunContext
+from specsweep.pipeline import VariantServer
+from specsweep.results.preflight import check_results_dir
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
@@ -36,9 +36,11 @@ def config_with(tmp_path: Path, port: int, load: dict | None = None, **env: str)
     return parse_config(data)
 
 
-def measure(config, concurrency: int):
-    ctx = RunContext("fault-run", "step_sweep", "test", config.target.name)
-    return pipeline.measure_level(config, ctx, BASELINE, pipeline.facts(config), concurrency)
+def measure(server: VariantServer, concurrency: int, load: LoadSpec | None = None):
+    """One level on a ready server, written under run `fault-run` (with another load)."""
+    if load is not None:
+        server.load = load
+    return server.benchmark_level(concurrency)
 
 
 @fault(
@@ -55,11 +57,11 @@ def test_crash_mid_level_keeps_the_level_and_ends_the_variant(tmp_path, port):
         {"requests_per_stream": 8, "output_len": 64},
         SPECSWEEP_SIM_CRASH_AFTER_REQUESTS="6",
     )
-    with ready_server(config, BASELINE) as handle:
-        row = measure(config, 2)
+    with ready_server(config, BASELINE, "fault-run") as server:
+        row = measure(server, 2)
         assert row["status"] == "failed" and row["failed"] > 0 and row["completed"] >= 4
         with pytest.raises(ServerDiedError, match="died during the level") as info:
-            pipeline.ensure_alive(config, handle, "the level")
+            server.ensure_alive("the level")
         assert info.value.log_tail
     store = ResultsStore(config.results_dir)
     assert store.has_level("fault-run", "baseline", 2)
@@ -76,10 +78,10 @@ def test_crash_mid_level_keeps_the_level_and_ends_the_variant(tmp_path, port):
 )
 def test_5xx_bursts_are_counted_and_judged_by_the_error_budget(tmp_path, port):
     config = config_with(tmp_path, port, {"requests_per_stream": 4}, SPECSWEEP_SIM_ERROR_EVERY="4")
-    with ready_server(config, BASELINE):
-        strict = measure(config, 2)
+    with ready_server(config, BASELINE, "fault-run") as server:
+        strict = measure(server, 2)
         lenient_load = config.load.model_copy(update={"max_error_rate": 0.5})
-        lenient = measure(config.model_copy(update={"load": lenient_load}), 4)
+        lenient = measure(server, 4, lenient_load)
     assert strict["status"] == "failed" and strict["failed"] >= 2
     assert lenient["status"] == "ok" and lenient["failed"] >= 2
     assert "500" in (strict["error"] or "")
@@ -96,8 +98,8 @@ def test_5xx_bursts_are_counted_and_judged_by_the_error_budget(tmp_path, port):
 )
 def test_dropped_streams_are_failed_requests(tmp_path, port):
     config = config_with(tmp_path, port, {"requests_per_stream": 3}, SPECSWEEP_SIM_DROP_EVERY="3")
-    with ready_server(config, BASELINE):
-        row = measure(config, 2)
+    with ready_server(config, BASELINE, "fault-run") as server:
+        row = measure(server, 2)
     assert row["failed"] >= 2 and row["completed"] + row["failed"] == 6
     requests = ResultsStore(config.results_dir).read_requests("fault-run")
     cut = requests[requests["error"].notna()]
@@ -117,10 +119,10 @@ def test_slow_and_flapping_health_still_reaches_ready(tmp_path, port):
     config = config_with(
         tmp_path, port, SPECSWEEP_SIM_SLOW_HEALTH_S="0.4", SPECSWEEP_SIM_HEALTH_FLAP="1"
     )
-    with launched(config, BASELINE) as handle:
-        report = pipeline.wait_ready(config, handle)
+    with launched(config, BASELINE, "fault-run") as server:
+        report = server.wait_for_health()
         assert report.transitions[-1][1] == "ready" and report.polls >= 2
-        assert measure(config, 1)["status"] == "ok"
+        assert measure(server, 1)["status"] == "ok"
 
 
 @fault(
@@ -142,9 +144,9 @@ _IN_TINY_TMPFS = textwrap.dedent(
     import subprocess, sys
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + sys.argv[1], "tmpfs", sys.argv[2]],
                    check=True)
-    from specsweep.config_file import parse_config
+    from specsweep.config.file import parse_config
     from specsweep.errors import ConfigError
-    from specsweep.preflight import check_results_dir
+    from specsweep.results.preflight import check_results_dir
     config = parse_config({"server": {"model_path": "m"}, "variants": [{}],
                            "results_dir": sys.argv[2] + "/results"})
     try:

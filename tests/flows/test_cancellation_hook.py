@@ -6,14 +6,17 @@ import psutil
 from prefect.client.schemas.objects import FlowRun
 from prefect.states import Cancelled
 
-from flows.benchmark_variant import benchmark_variant, kill_recorded_servers
-from specsweep import pipeline
-from specsweep.plan import BASELINE
+from flows.benchmark_variant import benchmark_variant
+from flows.hooks import kill_recorded_servers
+from specsweep.config.plan import BASELINE
 from specsweep.targets.local import LocalRunner
+from tests.integration.sim_server import variant_server
 
 
 def test_hook_kills_the_recorded_server_without_its_handle(sim_config):
-    handle = pipeline.launch(sim_config, BASELINE, "hook-run")
+    server = variant_server(sim_config, BASELINE, "hook-run")
+    server.kill_stale()
+    handle = server.launch()
     try:
         assert psutil.pid_exists(handle.pid)
         run = FlowRun(
@@ -24,4 +27,4 @@ def test_hook_kills_the_recorded_server_without_its_handle(sim_config):
         assert not LocalRunner(sim_config.target.workdir).is_alive(handle)
         assert LocalRunner(sim_config.target.workdir).state.entries() == []
     finally:
-        pipeline.teardown(sim_config, handle)
+        server.teardown()

@@ -14,7 +14,7 @@ def test_every_entry_resolves_to_a_deployment_with_a_config_form():
 
 
 def test_nightly_schedule_and_form_defaults_come_from_the_config(sim_config):
-    from specsweep.schedule import NightlySchedule
+    from specsweep.config.schedule import NightlySchedule
 
     deployments = {d.name: d for d in runner_deployments(sim_config, NightlySchedule("5 3 * * 1"))}
     assert set(deployments) == {"step-sweep", "topk-sweep", "matrix-sweep", "nightly-regression"}

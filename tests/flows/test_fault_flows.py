@@ -14,8 +14,10 @@ import pytest
 import yaml
 from prefect.settings import PREFECT_API_URL
 
-from flows.matrix_sweep import SweepFailed, matrix_sweep
-from specsweep.config_file import parse_config
+from flows.matrix_sweep import matrix_sweep
+from specsweep.config import Variant
+from specsweep.config.file import parse_config
+from specsweep.errors import SweepFailed
 from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
@@ -51,19 +53,20 @@ def test_a_variant_crashing_while_loading_is_recorded_and_the_sweep_goes_on(tmp_
     crash = {**SPEC, "num_steps": 1, "env": {"SPECSWEEP_SIM_CRASH": "load"}}
     data = matrix_data(tmp_path, port, crash, {**SPEC, "num_steps": 2}, concurrency=[1])
     config = parse_config(data)
-    with pytest.raises(SweepFailed, match="eagle3-s1-k1-d2"):
+    crashed = Variant(**crash).label  # eagle3-s1-k1-d2 plus the suffix of its env
+    with pytest.raises(SweepFailed, match=crashed):
         matrix_sweep(config, run_id="goes-on", publish=False)
     assert levels_of(config, "goes-on") == [("baseline", 1), ("eagle3-s2-k1-d3", 1)]
     run = ResultsStore(config.results_dir).read_run("goes-on")
-    assert run["status"] == "failed" and run["failed_variants"] == ["eagle3-s1-k1-d2"]
-    assert json.loads(run["variant_errors"])["eagle3-s1-k1-d2"].startswith("ServerDiedError")
+    assert run["status"] == "failed" and run["failed_variants"] == [crashed]
+    assert json.loads(run["variant_errors"])[crashed].startswith("ServerDiedError")
     phases = json.loads(run["phases"])
-    assert set(phases) == {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3"}
-    assert phases["baseline"]["benchmark_s"] > 0 and "benchmark_s" not in phases["eagle3-s1-k1-d2"]
+    assert set(phases) == {"baseline", crashed, "eagle3-s2-k1-d3"}
+    assert phases["baseline"]["benchmark_s"] > 0 and "benchmark_s" not in phases[crashed]
     assert json.loads(run["environment"])["versions"]["prefect"]
 
     stop = parse_config({**data, "stop_on_failure": True})
-    with pytest.raises(SweepFailed, match="eagle3-s1-k1-d2"):
+    with pytest.raises(SweepFailed, match=crashed):
         matrix_sweep(stop, run_id="stops", publish=False)
     assert levels_of(stop, "stops") == [("baseline", 1)]
     run = ResultsStore(stop.results_dir).read_run("stops")
@@ -82,10 +85,11 @@ def test_a_hang_while_loading_times_out_and_is_torn_down(tmp_path, port):
     data = matrix_data(tmp_path, port, hang, concurrency=[1])
     data["server"]["startup_timeout_s"] = 3
     config = parse_config(data)
-    with pytest.raises(SweepFailed, match="eagle3-s1-k1-d2"):
+    hung = Variant(**hang).label  # eagle3-s1-k1-d2 plus the suffix of its env
+    with pytest.raises(SweepFailed, match=hung):
         matrix_sweep(config, run_id="hang", publish=False)
     run = ResultsStore(config.results_dir).read_run("hang")
-    error = json.loads(run["variant_errors"])["eagle3-s1-k1-d2"]
+    error = json.loads(run["variant_errors"])[hung]
     assert error.startswith("ServerStartTimeout: server not ready after 3s")
     assert levels_of(config, "hang") == [("baseline", 1)]
     assert LocalRunner(config.target.workdir).state.entries() == []

@@ -13,9 +13,10 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from prefect.events.clients import AssertingEventsClient
 from prefect.testing.fixtures import asserting_events_worker  # noqa: F401 - a fixture
 
-from flows.nightly_regression import RegressionDetected, nightly_regression, nightly_run_id
-from specsweep.config_file import parse_config
-from specsweep.plan import sweep_variants
+from flows.nightly_regression import nightly_regression, nightly_run_id
+from specsweep.config.file import parse_config
+from specsweep.config.plan import sweep_variants
+from specsweep.errors import RegressionDetected
 from specsweep.results.store import ResultsStore
 from tasks.answer import report_link
 from tasks.regression import REGRESSION_EVENT

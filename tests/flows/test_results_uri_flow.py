@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.step_sweep import step_sweep
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 

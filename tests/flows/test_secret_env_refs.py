@@ -8,28 +8,31 @@ import psutil
 import pytest
 from prefect.blocks.system import Secret
 
-import tasks.secrets  # noqa: F401 - plugs Prefect Secret blocks into the engine
-from specsweep import pipeline
-from specsweep.config_file import parse_config
-from specsweep.plan import BASELINE
-from specsweep.runs import redacted_config_json
+from flows.prefect_secrets import use_prefect_secrets
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
+from specsweep.results.runs import redacted_config_json
 from tests.conftest import sim_config_data
+from tests.integration.sim_server import variant_server
 
 pytestmark = [pytest.mark.flow]
 
 
 def test_a_secret_reference_reaches_only_the_server(tmp_path, port):
+    use_prefect_secrets()
     value = f"hf_{uuid.uuid4().hex}"
     block = f"hf-token-{uuid.uuid4().hex[:8]}"
     Secret(value=value).save(block)
     data = sim_config_data(tmp_path, port)
     data["server"]["env"]["HF_TOKEN"] = f"secret:{block}"
     config = parse_config(data)
-    handle = pipeline.launch(config, BASELINE, "secret-ref")
+    server = variant_server(config, BASELINE, "secret-ref")
+    server.kill_stale()
+    handle = server.launch()
     try:
         assert psutil.Process(handle.pid).environ()["HF_TOKEN"] == value
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
     assert value not in config.model_dump_json()  # what Prefect stores as the parameter
     assert value not in redacted_config_json(config)
     log = handle.log_path.read_text()

@@ -24,10 +24,10 @@ from prefect.client.orchestration import get_client
 from typer.testing import CliRunner
 
 from flows.step_sweep import step_sweep
+from flows.target_lock import ensure_target_limit
 from specsweep.cli import app
-from specsweep.config_file import parse_config
-from specsweep.targets.ssh_session import SshSession
-from tasks.target_lock import ensure_target_limit
+from specsweep.config.file import parse_config
+from specsweep.targets.ssh.session import SshSession
 from tests.conftest import sim_config_data
 from tests.flows.test_ssh_sweep import _all_logs
 from tests.flows.test_step_sweep_flow import no_server_left

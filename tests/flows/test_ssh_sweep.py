@@ -11,9 +11,9 @@ from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
 
 from flows.step_sweep import step_sweep
-from specsweep.config_file import parse_config
+from flows.target_lock import ensure_target_limit
+from specsweep.config.file import parse_config
 from specsweep.results.store import ResultsStore
-from tasks.target_lock import ensure_target_limit
 from tests.conftest import sim_config_data
 from tests.flows.test_step_sweep_flow import no_server_left
 

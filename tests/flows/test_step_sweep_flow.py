@@ -8,13 +8,13 @@ import psutil
 import pytest
 
 from flows.benchmark_variant import benchmark_variant
-from flows.step_sweep import SweepFailed, step_sweep
-from specsweep.cleanup import SGLANG_MARKERS
-from specsweep.config_file import parse_config
-from specsweep.errors import ServerDiedError
-from specsweep.plan import BASELINE
+from flows.step_sweep import step_sweep
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
+from specsweep.errors import ServerDiedError, SweepFailed
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
+from specsweep.targets.cleanup import SGLANG_MARKERS
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
 

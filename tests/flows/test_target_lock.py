@@ -10,11 +10,12 @@ import pytest
 from prefect.concurrency.sync import concurrency
 
 from flows.benchmark_variant import benchmark_variant
-from specsweep.config_file import parse_config
-from specsweep.plan import BASELINE
+from flows.target_lock import ensure_target_limit, target_lock_name
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
+from specsweep.errors import TargetLockMissing
 from specsweep.results.rows import RunContext
 from specsweep.targets.local import LocalRunner
-from tasks.target_lock import TargetLockMissing, ensure_target_limit, target_lock_name
 from tests.conftest import sim_config_data
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]

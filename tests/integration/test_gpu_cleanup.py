@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specsweep.cleanup import GpuMemoryNotReleased, kill_stale
-from specsweep.errors import StaleProcessError
+from specsweep.errors import GpuMemoryNotReleased, StaleProcessError
 from specsweep.sim.gpu_inventory import Inventory
 from specsweep.sim.nvidia_smi import BIN_DIR
+from specsweep.targets.cleanup import kill_stale
 from specsweep.targets.local import LocalRunner
 from tests.conftest import FAST_SIM_ENV, free_port
 from tests.faults.registry import fault

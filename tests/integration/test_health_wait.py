@@ -6,11 +6,10 @@ import time
 
 import pytest
 
-from specsweep import pipeline
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
 from specsweep.errors import ServerDiedError, ServerStartTimeout
-from specsweep.health import Readiness
-from specsweep.plan import BASELINE
+from specsweep.targets.health import Readiness
 from tests.conftest import sim_config_data
 from tests.integration.sim_server import launched
 
@@ -28,8 +27,8 @@ def test_refused_then_warming_then_ready(tmp_path, port):
         tmp_path, port, SPECSWEEP_SIM_LOAD_SECONDS=1.0, SPECSWEEP_SIM_WARMUP_SECONDS=1.0
     )
     seen: list[tuple[Readiness, str]] = []
-    with launched(config, BASELINE) as handle:
-        report = pipeline.wait_ready(config, handle, on_progress=lambda s, ln: seen.append((s, ln)))
+    with launched(config, BASELINE) as server:
+        report = server.wait_for_health(on_progress=lambda s, ln: seen.append((s, ln)))
     states = [s for _, s in report.transitions]
     assert states[0] == Readiness.REFUSED and states[-1] == Readiness.READY
     assert Readiness.WARMING in states
@@ -46,9 +45,9 @@ def test_crash_fails_at_once_with_the_log_tail(tmp_path, port, phase):
         SPECSWEEP_SIM_LOAD_SECONDS=2.0 if phase == "warmup" else 30,
         SPECSWEEP_SIM_WARMUP_SECONDS=30,
     )  # fmt: skip
-    with launched(config, BASELINE) as handle, pytest.raises(ServerDiedError) as exc:
+    with launched(config, BASELINE) as server, pytest.raises(ServerDiedError) as exc:
         started = time.monotonic()
-        pipeline.wait_ready(config, handle)
+        server.wait_for_health()
     waited = time.monotonic() - started
     assert exc.value.log_tail, "the error carries the server's last log lines"
     assert "Error" in "\n".join(exc.value.log_tail)
@@ -62,7 +61,7 @@ def test_alive_but_never_ready_times_out(tmp_path, port):
     config = config.model_copy(
         update={"server": config.server.model_copy(update={"startup_timeout_s": 1.0})}
     )
-    with launched(config, BASELINE) as handle, pytest.raises(ServerStartTimeout) as exc:
-        pipeline.wait_ready(config, handle)
+    with launched(config, BASELINE) as server, pytest.raises(ServerStartTimeout) as exc:
+        server.wait_for_health()
     assert "not ready after 1s" in str(exc.value)
     assert exc.value.log_tail[0].startswith("# specsweep launch:")  # the tail is attached

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specsweep.config import Variant
+from specsweep.config.plan import BASELINE
 from specsweep.loadgen.runner import run_level_sync
-from specsweep.plan import BASELINE
 from tests.integration.sim_server import ready_server
 
 pytestmark = pytest.mark.integration

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from specsweep.config import ServerSpec
-from specsweep.server_facts import server_facts
 from specsweep.sim.gpu_inventory import Inventory
 from specsweep.sim.nvidia_smi import BIN_DIR
+from specsweep.targets.server_facts import server_facts
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,9 @@ import yaml
 from typer.testing import CliRunner
 
 from specsweep.cli import app
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.plan import sweep_variants
 from tests.conftest import free_port, sim_config_data
 from tests.integration.test_cleanup import listening
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from specsweep import pipeline
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
 from specsweep.errors import StaleProcessError
 from tests.conftest import free_port, sim_config_data
 from tests.integration.test_cleanup import procs, spawn  # noqa: F401 (fixture)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from specsweep import pipeline
-from specsweep.config_file import parse_config
-from specsweep.plan import sweep_variants
-from specsweep.sglang_cmd import build_launch_command
+from specsweep.config.file import parse_config
+from specsweep.config.plan import sweep_variants
+from specsweep.targets.sglang_cmd import build_launch_command
 from tests.conftest import free_port, sim_config_data
+from tests.integration.sim_server import variant_server
 from tests.security.hostile import (
     CANARY,
     hostile_env_values,
@@ -57,7 +57,9 @@ def _launch_and_read(data: dict[str, Any]) -> None:
     variant = sweep_variants(config, "step-sweep")[1]
     remote_python = getattr(config.target, "python", None)
     expected = build_launch_command(config.server, variant, default_python=remote_python)
-    handle = pipeline.launch(config, variant, f"hostile-{uuid.uuid4().hex[:8]}")
+    server = variant_server(config, variant, f"hostile-{uuid.uuid4().hex[:8]}")
+    server.kill_stale()
+    handle = server.launch()
     try:
         # Popen returns after exec, so this is the server's argv, not a forked parent's.
         assert _proc_strings(handle.pid, "cmdline") == list(expected.argv)
@@ -65,7 +67,7 @@ def _launch_and_read(data: dict[str, Any]) -> None:
         for name, value in expected.env.items():
             assert environ.get(name) == value, name
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
     assert not CANARY.exists(), "a shell interpreted a configured value"
 
 

@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from specsweep.config import LocalTarget, check_run_id
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.plan import sweep_variants
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore, new_run_id
-from specsweep.sglang_cmd import MODULES, build_launch_command
 from specsweep.sim.server_args import build_parser
-from specsweep.targets.host import LocalHost
+from specsweep.targets.local import LocalHost
+from specsweep.targets.sglang_cmd import MODULES, build_launch_command
 from tests.security.hostile import (
     CANARY,
     hostile_env_values,

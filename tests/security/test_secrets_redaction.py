@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
 from specsweep.errors import ConfigError
-from specsweep.runs import redacted_config_json
+from specsweep.results.runs import redacted_config_json
 
 SECRET_NAMES = st.sampled_from(
     ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD"]
@@ -41,7 +41,7 @@ def test_secret_env_values_are_redacted_in_every_section(name, section, value):
 
 
 def test_secret_flag_values_are_hidden_but_token_counts_are_not():
-    from specsweep.redact import redact_args
+    from specsweep.config.redact import redact_args
 
     argv = ["--api-key", "sk-1", "--hf-token=hf_2", "--speculative-num-draft-tokens", "4"]
     argv += ["--tokenizer-path", "tok/p", "--max-total-tokens", "9", "--admin-api-key", "k3"]
@@ -52,7 +52,7 @@ def test_secret_flag_values_are_hidden_but_token_counts_are_not():
 
 
 def test_env_secret_references_are_resolved_only_at_launch(monkeypatch):
-    from specsweep import secrets
+    from specsweep.config import secrets
 
     monkeypatch.setattr(secrets, "_resolver", {"hf": "hf_value"}.__getitem__)
     env = {"HF_TOKEN": "secret:hf", "PLAIN": "x"}
@@ -63,7 +63,7 @@ def test_env_secret_references_are_resolved_only_at_launch(monkeypatch):
 
 
 def test_plain_secret_values_are_found_for_a_warning():
-    from specsweep.secrets import literal_secret_names
+    from specsweep.config.secrets import literal_secret_names
 
     envs = [{"HF_TOKEN": "hf_x", "CUDA_VISIBLE_DEVICES": "0"}, {"MY_API_KEY": "secret:k"}]
     assert literal_secret_names(envs) == ["HF_TOKEN"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specsweep import pipeline
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
 from specsweep.errors import (
     ConfigError,
     ServerDiedError,
@@ -22,12 +22,12 @@ from specsweep.errors import (
     SshAuthError,
     SshConnectError,
 )
-from specsweep.plan import BASELINE
-from specsweep.results.rows import RunContext
+from specsweep.pipeline import kill_stale_servers
 from specsweep.results.store import ResultsStore
-from specsweep.targets import ssh
+from specsweep.targets import host_for, ssh
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
+from tests.integration.sim_server import variant_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,10 +47,11 @@ def _alive(pid: int) -> bool:
 
 def test_lifecycle_over_ssh(tmp_path, port, sshd):
     config = ssh_config(tmp_path, port, sshd)
-    host = pipeline.host_for(config.target)
+    host = host_for(config.target)
     assert isinstance(host, ssh.SshHost)
-    pipeline.kill_stale_servers(config)
-    handle = pipeline.launch(config, BASELINE, "run-ssh")
+    server = variant_server(config, BASELINE, "run-ssh")
+    server.kill_stale()
+    handle = server.launch()
     try:
         assert str(handle.log_path).startswith(str(tmp_path / "remote"))
         assert _alive(handle.pid)
@@ -58,19 +59,17 @@ def test_lifecycle_over_ssh(tmp_path, port, sshd):
         proc = psutil.Process(handle.pid)
         assert handle.pgid == handle.pid and proc.terminal() is None
         states = []
-        report = pipeline.wait_ready(config, handle, on_progress=lambda s, ln: states.append(s))
+        report = server.wait_for_health(on_progress=lambda s, ln: states.append(s))
         assert report.transitions[-1][1] == "ready"
-        facts = pipeline.facts(config)
-        assert facts.simulated
-        ctx = RunContext("run-ssh", "step_sweep", "test", config.target.name)
+        assert server.facts is not None and server.facts.simulated
         seen = []
-        row = pipeline.measure_level(config, ctx, BASELINE, facts, 2, lambda d, t: seen.append(d))
+        row = server.benchmark_level(2, lambda d, t: seen.append(d))
         assert row["status"] == "ok" and row["completed"] == config.load.num_requests(2)
         assert row["gpu_host"] == socket.gethostname()  # asked on the host (here: loopback)
         assert seen and seen[-1] == config.load.num_requests(2)  # progress streamed back
         assert ResultsStore(config.results_dir).has_level("run-ssh", "baseline", 2)
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
     assert not _alive(handle.pid)
     state = tmp_path / "remote" / "launched.json"
     assert state.read_text().strip() == "[]"
@@ -78,9 +77,11 @@ def test_lifecycle_over_ssh(tmp_path, port, sshd):
 
 def test_kill_stale_over_ssh_stops_a_leftover_server(tmp_path, port, sshd):
     config = ssh_config(tmp_path, port, sshd)
-    handle = pipeline.launch(config, BASELINE, "leftover")
+    server = variant_server(config, BASELINE, "leftover")
+    server.kill_stale()
+    handle = server.launch()
     ssh.host_for(config.target).close()  # the orchestrator that started it is gone
-    report = pipeline.kill_stale_servers(config)
+    report = kill_stale_servers(config)
     assert handle.pid in report.killed_pids
     assert not _alive(handle.pid)
 
@@ -90,26 +91,29 @@ def test_crash_while_loading_fails_fast_with_the_log_tail(tmp_path, port, sshd):
     data["target"] = sshd.target(tmp_path / "remote")
     data["server"]["env"]["SPECSWEEP_SIM_CRASH"] = "load"
     config = parse_config(data)
-    handle = pipeline.launch(config, BASELINE, "crash")
+    server = variant_server(config, BASELINE, "crash")
+    server.kill_stale()
+    server.launch()
     try:
         with pytest.raises(ServerDiedError) as info:
-            pipeline.wait_ready(config, handle)
+            server.wait_for_health()
         assert info.value.log_tail, "the error carries the remote log's last lines"
         assert "127.0.0.1" in str(info.value)
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
 
 
 def test_drive_from_orchestrator_measures_from_here(tmp_path, port, sshd):
     config = ssh_config(tmp_path, port, sshd, drive_from="orchestrator")
-    handle = pipeline.launch(config, BASELINE, "orch")
+    server = variant_server(config, BASELINE, "orch")
+    server.kill_stale()
+    server.launch()
     try:
-        pipeline.wait_ready(config, handle)
-        ctx = RunContext("orch", "step_sweep", "test", config.target.name)
-        row = pipeline.measure_level(config, ctx, BASELINE, pipeline.facts(config), 1)
+        server.wait_for_health()
+        row = server.benchmark_level(1)
         assert row["status"] == "ok"
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
 
 
 @fault(
@@ -129,11 +133,13 @@ def test_connection_dropped_mid_level_is_retried_after_reconnecting(tmp_path, po
     data["load"].update(output_len=64, requests_per_stream=4)
     config = parse_config(data)
     host = ssh.host_for(config.target)
-    handle = pipeline.launch(config, BASELINE, "drop")
+    server = variant_server(config, BASELINE, "drop")
+    server.kill_stale()
+    handle = server.launch()
     dropped: list[int] = []
     lock = threading.Lock()
     try:
-        pipeline.wait_ready(config, handle)
+        server.wait_for_health()
 
         def drop_once(done: int, total: int) -> None:
             with lock:
@@ -141,14 +147,12 @@ def test_connection_dropped_mid_level_is_retried_after_reconnecting(tmp_path, po
                     client_port = host.connection().transport.sock.getsockname()[1]
                     dropped.extend(sshd.drop_connections(client_port))
 
-        ctx = RunContext("drop", "step_sweep", "test", config.target.name)
-        facts = pipeline.facts(config)
-        row = pipeline.measure_level(config, ctx, BASELINE, facts, 4, drop_once)
+        row = server.benchmark_level(4, drop_once)
         assert dropped, "the test did not manage to drop the connection"
         assert row["status"] == "ok" and row["failed"] == 0
         assert row["completed"] == config.load.num_requests(4)
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
     assert not _alive(handle.pid)
 
 
@@ -157,25 +161,28 @@ def test_unknown_host_key_is_refused_with_the_fix(tmp_path, port, sshd):
     empty.write_text("")
     config = ssh_config(tmp_path, port, sshd, known_hosts=str(empty))
     with pytest.raises(SshAuthError, match="ssh-keyscan -p"):
-        pipeline.kill_stale_servers(config)
+        kill_stale_servers(config)
+    assert not (tmp_path / "remote" / "lib").exists()  # refused before anything was copied
     insecure = ssh_config(tmp_path, port, sshd, known_hosts=str(empty), verify_host_key=False)
-    pipeline.kill_stale_servers(insecure)  # explicit opt-out: connects
+    report = kill_stale_servers(insecure)  # explicit opt-out: connects
+    assert report.killed_pids == []  # the host's agent answered ...
+    assert any((tmp_path / "remote" / "lib").iterdir())  # ... from the copied package
 
 
 def test_wrong_key_and_closed_port_give_clear_errors(tmp_path, port, sshd):
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     with pytest.raises(SshAuthError, match="authentication failed"):
-        pipeline.kill_stale_servers(ssh_config(tmp_path, port, sshd, key_file=str(other)))
+        kill_stale_servers(ssh_config(tmp_path, port, sshd, key_file=str(other)))
     closed = ssh_config(tmp_path, port, sshd, port=port, connect_attempts=1)  # nothing on it
     with pytest.raises(SshConnectError, match="refused"):
-        pipeline.kill_stale_servers(closed)
+        kill_stale_servers(closed)
 
 
 def test_missing_remote_python_is_a_config_error(tmp_path, port, sshd):
     config = ssh_config(tmp_path, port, sshd, python="/nonexistent/python3")
     with pytest.raises(ConfigError, match=r"target\.python"):
-        pipeline.kill_stale_servers(config)
+        kill_stale_servers(config)
 
 
 def test_hang_ends_at_the_timeout_with_the_last_log_line(tmp_path, port, sshd):
@@ -184,14 +191,20 @@ def test_hang_ends_at_the_timeout_with_the_last_log_line(tmp_path, port, sshd):
     data["server"].update(startup_timeout_s=2)
     data["server"]["env"]["SPECSWEEP_SIM_LOAD_SECONDS"] = "600"
     config = parse_config(data)
-    handle = pipeline.launch(config, BASELINE, "hang")
+    server = variant_server(config, BASELINE, "hang")
+    server.kill_stale()
+    handle = server.launch()
     try:
         with pytest.raises(ServerStartTimeout, match="not ready after 2s") as info:
-            pipeline.wait_ready(config, handle)
-        assert info.value.log_tail[0].startswith("# specsweep launch:")  # the remote log
-        assert "server_args=ServerArgs(" in info.value.log_tail[-1]  # its latest line
+            server.wait_for_health()
+        # The remote log's latest lines as they stood when the wait gave up (the server
+        # may log on since, on a loaded machine at any pace): a contiguous run of its lines.
+        tail = info.value.log_tail
+        logged = [ln for ln in handle.log_path.read_text().splitlines() if ln.strip()]
+        assert logged[0].startswith("# specsweep launch:") and tail
+        assert any(logged[i : i + len(tail)] == tail for i in range(len(logged)))
     finally:
-        pipeline.teardown(config, handle)
+        server.teardown()
 
 
 def test_a_bare_remote_python_is_a_config_error_naming_the_module(tmp_path, port, sshd):
@@ -201,4 +214,4 @@ def test_a_bare_remote_python_is_a_config_error_naming_the_module(tmp_path, port
     bare.chmod(0o755)
     config = ssh_config(tmp_path, port, sshd, python=str(bare))
     with pytest.raises(ConfigError, match=r"lacks a module .*No module named "):
-        pipeline.kill_stale_servers(config)
+        kill_stale_servers(config)

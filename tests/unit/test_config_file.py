@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from specsweep.config_file import load_config
+from specsweep.config.file import load_config
+from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.plan import sweep_variants
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

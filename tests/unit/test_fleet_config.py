@@ -11,16 +11,16 @@ import yaml
 from typer.testing import CliRunner
 
 from specsweep.cli import app
-from specsweep.config_file import parse_config
-from specsweep.errors import ConfigError, HostUnavailable
-from specsweep.fleet import (
+from specsweep.config.file import parse_config
+from specsweep.config.fleet import (
     HOST_ENV,
-    check_host,
     config_for_host,
     current_host,
     load_fleet,
     parse_fleet,
 )
+from specsweep.errors import ConfigError, HostUnavailable
+from specsweep.targets.preflight import check_host
 from tests.conftest import free_port, sim_config_data
 
 runner = CliRunner()

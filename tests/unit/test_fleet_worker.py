@@ -42,6 +42,28 @@ def test_a_marked_host_stays_closed_until_its_check_passes(marker, capsys):
     assert "passes its pre-flight check again" in capsys.readouterr().out
 
 
+@pytest.fixture(params=[3.0, 10_000_000.0], ids=["host-booted-3s-ago", "host-up-for-months"])
+def uptime(request, monkeypatch):
+    """time.monotonic() counts from boot: a worker restarted with its host reads a few
+    seconds, one on a long-running host a large number; the gate must work with both."""
+    clock = [request.param]
+    monkeypatch.setattr("deployments.fleet_worker.time.monotonic", lambda: clock[0])
+    return clock
+
+
+def test_a_marked_host_is_checked_at_once_whatever_the_uptime(marker, uptime):
+    check = Check()
+    gate = HostGate("gpu-c", marker, check, recheck_s=60)
+    marker.write_text("x")
+    assert not gate.is_open()
+    assert check.calls == 1  # the first poll after a failed run checks the host
+    uptime[0] += 59
+    assert not gate.is_open() and check.calls == 1
+    uptime[0] += 2
+    check.broken = None
+    assert gate.is_open() and check.calls == 2
+
+
 def test_checks_are_spaced_by_recheck_s(marker):
     check = Check()
     gate = HostGate("gpu-c", marker, check, recheck_s=3600)

@@ -1,8 +1,8 @@
 import pytest
 
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import plan_units, sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.plan import plan_units, sweep_variants
 from tests.conftest import sim_config_data
 
 

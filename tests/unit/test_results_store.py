@@ -4,13 +4,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from specsweep.analysis.summary import summarize
 from specsweep.config import LoadSpec, ServerSpec, Variant
 from specsweep.loadgen.metrics import LevelMetrics, RequestRecord, compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
 from specsweep.results.rows import RunContext, ServerFacts, level_row
 from specsweep.results.schema import LEVELS_SCHEMA, METRIC_FIELDS
 from specsweep.results.store import ResultsStore, new_run_id
-from specsweep.summary import summarize
 
 
 def record(i: int, tokens: int = 8, error: str | None = None) -> RequestRecord:

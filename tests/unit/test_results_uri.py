@@ -23,11 +23,11 @@ from typer.testing import CliRunner
 
 from specsweep.cli import app
 from specsweep.config import Variant
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
 from specsweep.errors import ConfigError
-from specsweep.preflight import check_results_dir
 from specsweep.report.render import LOCAL_REPORTS, default_report_dir
 from specsweep.results.location import local_path
+from specsweep.results.preflight import check_results_dir
 from specsweep.results.schema import LEVELS_SCHEMA, SCHEMA_VERSION
 from specsweep.results.store import ResultsStore
 from tests.needs import missing
@@ -189,7 +189,7 @@ def test_config_refuses_bad_results_uris(value, message):
 _S3_NO_NETWORK = textwrap.dedent(
     """
     import sys
-    from specsweep.config_file import parse_config
+    from specsweep.config.file import parse_config
     from specsweep.results.store import ResultsStore
     # No region in the URI: only paths, nothing resolved (pyarrow would ask S3 for it).
     lazy = ResultsStore(parse_config({"server": {"model_path": "m"},
@@ -222,7 +222,7 @@ def test_s3_uri_resolves_to_s3filesystem_without_network():
 
 def test_preflight_probes_a_non_local_root_and_leaves_nothing(memory_uri, caplog):
     config = parse_config({"server": {"model_path": "m"}, "results_dir": memory_uri})
-    with caplog.at_level(logging.INFO, logger="specsweep.preflight"):
+    with caplog.at_level(logging.INFO, logger="specsweep.results.preflight"):
         check_results_dir(config, 2)
     assert "free space not checked" in caplog.text
     store = ResultsStore(memory_uri)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specsweep import secrets
+from specsweep.config import secrets
 from specsweep.errors import ConfigError
 
 

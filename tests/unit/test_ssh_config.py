@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from specsweep.cleanup import CleanupReport
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
 from specsweep.errors import ConfigError, ServerDiedError, StaleProcessError
 from specsweep.targets import agent, wire
+from specsweep.targets.cleanup import CleanupReport
 from specsweep.targets.process import KillReport
-from specsweep.targets.ssh_errors import rebuild_error
+from specsweep.targets.ssh.errors import rebuild_error
 
 
 def _config(target: dict, **server: object):
@@ -75,9 +75,9 @@ def test_agent_rejects_a_malformed_request(capsys):
 
 
 def test_the_recorded_command_is_the_one_the_ssh_host_runs():
-    from specsweep.plan import BASELINE
+    from specsweep.config.plan import BASELINE
     from specsweep.results.rows import variant_columns
-    from specsweep.sglang_cmd import command_for
+    from specsweep.targets.sglang_cmd import command_for
 
     target = {"kind": "ssh", "name": "a", "host": "h", "python": "/opt/sglang/bin/python"}
     config = _config({**target, "verify_host_key": False}, backend="simulator")

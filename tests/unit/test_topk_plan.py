@@ -2,9 +2,9 @@
 
 import pytest
 
-from specsweep.config_file import parse_config
+from specsweep.config.file import parse_config
+from specsweep.config.plan import plan_units, sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.plan import plan_units, sweep_variants
 from tests.conftest import sim_config_data
 
 TOPK = {"algorithm": "EAGLE3", "draft_model_path": "d", "num_steps": 3, "topk": [4, 1, 2]}

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from specsweep.errors import WireError
 from specsweep.loadgen.__main__ import main
 from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
-from specsweep.loadgen.wire import WireError, parse_result_line, result_line
+from specsweep.loadgen.wire import parse_result_line, result_line
 from tests.unit.loadgen.stub_util import stub_process
 
 REPO = Path(__file__).resolve().parents[3]

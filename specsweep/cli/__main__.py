@@ -1,0 +1,5 @@
+"""`python -m specsweep.cli ...`, the same as the `specsweep` command."""
+
+from specsweep.cli.main import app
+
+app()

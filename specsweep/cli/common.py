@@ -1,0 +1,160 @@
+"""What every `specsweep` command shares: the consoles, errors as exit codes, loading a
+config, opening a results store, and printing a run's outcome."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specsweep.analysis.summary import Summary, summarize
+from specsweep.config import SweepConfig
+from specsweep.config.file import load_config
+from specsweep.config.plan import SweepKind, sweep_variants
+from specsweep.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from specsweep.results.store import ResultsStore
+
+# Logs and CI capture output without a terminal; rich would squeeze tables to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config key: --set load.output_len=64 (repeatable)."),
+]
+# A string, not a Path: a URI root (s3://bucket/prefix) must reach the store unmangled.
+ResultsOpt = Annotated[
+    str, typer.Option("--results-dir", help="Results root: a path or a pyarrow URI (s3://...).")
+]
+
+
+def fail(message: object, code: int = 2) -> typer.Exit:
+    """Print the error and return the exit to raise: 2 bad input (nothing ran), 1 a failure."""
+    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def load_sweep(
+    path: Path | None, overrides: list[str] | None = None, kind: SweepKind = "matrix-sweep"
+) -> SweepConfig:
+    """The config with every rule of its sweep checked, before anything starts."""
+    try:
+        config = load_config(path, overrides or [])
+        sweep_variants(config, kind)
+    except ConfigError as exc:
+        raise fail(exc) from None
+    return config
+
+
+def prefect_env() -> None:
+    """Before Prefect loads: no telemetry (hosts may be offline), the engine's logs shipped."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
+
+
+def api_url() -> str:
+    """The Prefect server's URL, or a clear error saying how to start one."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise fail(
+            "PREFECT_API_URL is not set: start a server (`prefect server start`) and "
+            "`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`"
+        )
+    return url
+
+
+def open_store(results_dir: str) -> ResultsStore:
+    """The store at a path or URI; a bad URI or a missing directory is a clear error."""
+    from specsweep.results.location import local_path, results_root_value
+    from specsweep.results.store import ResultsStore
+
+    try:
+        results_root_value(results_dir)
+    except ValueError as exc:
+        raise fail(f"--results-dir: {exc}") from None
+    local = local_path(results_dir)
+    if local is not None and not local.is_dir():
+        raise fail(f"no results directory at {local}")
+    store = ResultsStore(results_dir)
+    if local is None:
+        try:
+            store.run_ids()  # resolves the filesystem: a bad bucket or credentials fail here
+        except (OSError, ValueError) as exc:
+            raise fail(f"cannot read {results_dir}: {exc}") from None
+    return store
+
+
+def simulated_note(levels: pd.DataFrame) -> str | None:
+    """Say plainly that simulated numbers are not a GPU's, and how time was scaled."""
+    if levels.empty or not levels["simulated"].any():
+        return None
+    scales = {json.loads(e).get("SPECSWEEP_SIM_TIME_SCALE", "1") for e in levels["env"]}
+    note = "simulated server: these numbers come from specsweep's performance model, not a GPU"
+    if scales - {"1", "1.0"}:
+        scale = ", ".join(sorted(scales))
+        note += (
+            f"; SPECSWEEP_SIM_TIME_SCALE={scale} compresses simulated time, so throughputs are "
+            "1/scale times and latencies scale times those of the modelled GPU"
+        )
+    return note
+
+
+def render_summary(summary: Summary, title: str) -> None:
+    if summary.throughput.empty:
+        console.print("[red]no level completed successfully[/]")
+    else:
+        table = Table(title=f"{title}: output throughput (tok/s)", title_justify="left")
+        table.add_column("concurrency", justify="right")
+        for name in summary.throughput.columns:
+            table.add_column(name, justify="right")
+        table.add_column("best", style="bold")
+        table.add_column("speedup", justify="right")
+        best = summary.best.set_index("concurrency")
+        for c, row in summary.throughput.iterrows():
+            cells = [f"{v:,.1f}" if v == v else "—" for v in row.to_numpy()]
+            speedup = best.at[c, "speedup"] if "speedup" in best.columns else float("nan")
+            style = "green" if speedup >= 1.0 else "red"
+            table.add_row(
+                str(c),
+                *cells,
+                str(best.at[c, "best_variant"]),
+                f"[{style}]{speedup:.2f}x[/]" if speedup == speedup else "—",
+            )
+        console.print(table)
+    for rec in summary.failed_levels.to_dict("records"):
+        console.print(
+            f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}"
+        )
+
+
+def show_run(store: ResultsStore, run_id: str) -> None:
+    levels = store.read_levels(run_id)
+    render_summary(summarize(levels), f"run {run_id}")
+    run = store.read_run(run_id)
+    for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
+        console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
+    note = simulated_note(levels)
+    if note:
+        console.print(f"[yellow]{note}[/]")
+
+
+def show_outcome(store: ResultsStore, run_id: str, answer: dict[str, object]) -> None:
+    """After a sweep: its summary, the policy line, where the results and report are."""
+    show_run(store, run_id)
+    if answer.get("policy"):
+        console.print(f"[bold]policy:[/] {answer['policy']}", soft_wrap=True)
+    console.print(f"results: {store.levels_dir}/{run_id}")
+    if answer.get("report_html"):
+        console.print(f"report:  {answer['report_html']}")

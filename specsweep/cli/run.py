@@ -1,0 +1,153 @@
+"""`specsweep run|demo|plan|summary`: sweeps in this process, and what they would do."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+from typing import Annotated, get_args
+
+import typer
+
+from specsweep.cli.common import (
+    ResultsOpt,
+    SetOpt,
+    console,
+    err,
+    fail,
+    load_sweep,
+    open_store,
+    prefect_env,
+    show_outcome,
+    show_run,
+)
+from specsweep.cli.progress import level_progress_bar
+from specsweep.config import SweepConfig, check_run_id
+from specsweep.config.plan import SweepKind, sweep_variants
+from specsweep.errors import ConfigError, SpecsweepError, SweepFailed
+from specsweep.results.store import ResultsStore
+from specsweep.targets.sglang_cmd import command_for
+
+run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
+
+REPO_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Sweep YAML file.")]
+
+
+def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: bool) -> None:
+    try:
+        if run_id is not None:
+            check_run_id(run_id)  # it names folders; the flow checks it too
+    except ConfigError as exc:
+        raise fail(exc) from None
+    prefect_env()
+    # Prefect loads only when running: flows.<kind> holds the flow of the same name.
+    from flows.target_lock import ensure_target_limit, target_lock_name
+
+    sweep_flow = getattr(import_module(f"flows.{kind.replace('-', '_')}"), kind.replace("-", "_"))
+    try:
+        ensure_target_limit(target_lock_name(config))  # this run's API, ephemeral or not
+        with level_progress_bar():
+            result = sweep_flow(config, run_id=run_id, force=force)
+        run_id, code = result["run_id"], 0
+        answer = result.get("answer") or {}
+    except SweepFailed as exc:
+        err.print(f"[bold red]{exc}[/]")
+        run_id, code, answer = exc.run_id, 1, {}
+    except ConfigError as exc:  # found inside the flow (e.g. the results dir), nothing ran
+        raise fail(exc) from None
+    except SpecsweepError as exc:
+        raise fail(exc, 1) from None
+    if run_id:
+        show_outcome(ResultsStore(config.results_dir), run_id, answer)
+    raise typer.Exit(code)
+
+
+RunIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run-id",
+        "--resume",
+        help="Resume this run: every (variant, level) already written is skipped.",
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
+]
+
+
+@run_app.command("step-sweep")
+def run_step_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Baseline plus one speculative variant per num_steps (the step_sweep section)."""
+    _run_sweep("step-sweep", load_sweep(config, set_, "step-sweep"), run_id, force)
+
+
+@run_app.command("topk-sweep")
+def run_topk_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Baseline plus one speculative variant per topk (the topk_sweep section)."""
+    _run_sweep("topk-sweep", load_sweep(config, set_, "topk-sweep"), run_id, force)
+
+
+@run_app.command("matrix-sweep")
+def run_matrix_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Every sweep section of the config plus its explicit variants, each variant once."""
+    _run_sweep("matrix-sweep", load_sweep(config, set_), run_id, force)
+
+
+def demo(set_: SetOpt = None) -> None:
+    """A step sweep on the bundled SGLang simulator (no GPU): examples/sim.yaml."""
+    path = REPO_EXAMPLES / "sim.yaml"
+    if not path.exists():
+        err.print(f"[red]demo config not found at {path}; run from a specsweep checkout[/]")
+        raise typer.Exit(2)
+    _run_sweep("step-sweep", load_sweep(path, set_, "step-sweep"), None, False)
+
+
+def plan(
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    sweep: Annotated[
+        str, typer.Option(help="step-sweep, topk-sweep or matrix-sweep (every section).")
+    ] = "matrix-sweep",
+) -> None:
+    """Validate a config and print what would run, without launching anything."""
+    if sweep not in get_args(SweepKind):
+        raise fail(f"--sweep {sweep}: use one of {', '.join(get_args(SweepKind))}")
+    kind: SweepKind = sweep  # type: ignore[assignment]
+    cfg = load_sweep(config, set_, kind)
+    variants = sweep_variants(cfg, kind)
+    t = cfg.target
+    where = f"{t.address} over SSH, workdir {t.workdir}" if t.kind == "ssh" else "this machine"
+    console.print(f"target {t.name}: {where}")
+    for variant in variants:
+        console.print(f"[bold]{variant.label}[/]")
+        console.print(f"  {command_for(cfg, variant).shell()}", soft_wrap=True)
+    levels = ", ".join(f"c={c} ({cfg.load.num_requests(c)} req)" for c in cfg.load.concurrency)
+    console.print(f"levels: {levels}")
+    console.print(f"{len(variants)} variants x {len(cfg.load.concurrency)} levels")
+
+
+def summary(
+    run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
+    results_dir: ResultsOpt = "results",
+) -> None:
+    """Re-render a run's summary from its Parquet files."""
+    store = open_store(results_dir)  # a bad URI or missing dir: a clear error, no traceback
+    run_id = run_id or store.latest_run_id()
+    if run_id is None:
+        err.print(f"[red]no runs under {results_dir}[/]")
+        raise typer.Exit(1)
+    show_run(store, run_id)
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the main CLI."""
+    app.add_typer(run_app, name="run")
+    for command in (demo, plan, summary):
+        app.command()(command)

@@ -1,0 +1,191 @@
+"""Expand a sweep into the variants and (variant, level) units it will run.
+
+Pure functions: the dry run prints exactly what the flow will execute, and
+every cross-variant rule is checked here before a server is launched.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from specsweep.config import (
+    SGLANG_MRR_DEFAULT_WITH_SPECULATION,
+    StepSweep,
+    SweepConfig,
+    TopkSweep,
+    Variant,
+)
+from specsweep.config.redact import redact_args, redact_env
+from specsweep.errors import ConfigError
+from specsweep.targets.sglang_cmd import effective_max_running_requests
+
+log = logging.getLogger(__name__)
+
+BASELINE = Variant()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One benchmark measurement: a variant at one concurrency level."""
+
+    variant: Variant
+    concurrency: int
+
+
+def _variant(where: str, **fields: object) -> Variant:
+    """Build one sweep variant, naming the sweep point in a rule's message."""
+    try:
+        return Variant(**fields)
+    except ValidationError as exc:
+        msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ConfigError(f"{where}: {msg}") from None
+
+
+def step_sweep_variants(step: StepSweep) -> list[Variant]:
+    """Baseline first, then one variant per num_steps at the sweep's topk."""
+    common = {
+        "algorithm": step.algorithm,
+        "draft_model_path": step.draft_model_path,
+        "topk": step.topk,
+        "num_draft_tokens": step.num_draft_tokens,
+        "spec_v2": step.spec_v2,
+        "env": step.env,
+        "extra_args": step.extra_args,
+    }
+    return [BASELINE] + [
+        _variant(f"step_sweep num_steps={n}", num_steps=n, **common) for n in step.num_steps
+    ]
+
+
+def topk_sweep_variants(sweep: TopkSweep) -> list[Variant]:
+    """Baseline first, then one variant per topk (topk=1 also on spec v2 when asked)."""
+    common = {
+        "algorithm": sweep.algorithm,
+        "draft_model_path": sweep.draft_model_path,
+        "num_steps": sweep.num_steps,
+        "env": sweep.env,
+        "extra_args": sweep.extra_args,
+    }
+    variants = [BASELINE]
+    for k in sweep.topk:
+        # topk=1 leaves the draft tokens to sglang's forced chain (num_steps+1), exactly as a
+        # step sweep does, so the matrix sweep sees the same variant once.
+        draft = None if k == 1 and k not in sweep.num_draft_tokens else sweep.draft_tokens(k)
+        point = {"topk": k, "num_draft_tokens": draft, **common}
+        variants.append(_variant(f"topk_sweep topk={k}", **point))
+        if k == 1 and sweep.spec_v2_topk1:
+            variants.append(_variant("topk_sweep topk=1 spec_v2", spec_v2=True, **point))
+    return variants
+
+
+SweepKind = Literal["step-sweep", "topk-sweep", "matrix-sweep"]
+
+
+def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> list[Variant]:
+    """The variants of a sweep, validated as a set.
+
+    The step and topk presets expand only their own section, so one config file can
+    hold both; the matrix sweep runs every section plus the explicit variants, each
+    distinct variant once.
+    """
+    if kind == "step-sweep":
+        if config.step_sweep is None:
+            raise ConfigError("a step sweep needs a step_sweep section in the configuration")
+        variants = step_sweep_variants(config.step_sweep)
+    elif kind == "topk-sweep":
+        if config.topk_sweep is None:
+            raise ConfigError("a topk sweep needs a topk_sweep section in the configuration")
+        variants = topk_sweep_variants(config.topk_sweep)
+    else:
+        variants = []
+        if config.step_sweep is not None:
+            variants += step_sweep_variants(config.step_sweep)
+        if config.topk_sweep is not None:
+            variants += topk_sweep_variants(config.topk_sweep)
+        variants += config.variants
+        variants = [v for i, v in enumerate(variants) if v not in variants[:i]]
+        if not variants:
+            raise ConfigError(
+                "nothing to run: add a step_sweep or topk_sweep section or a variants list"
+            )
+    check_variant_set(config, variants)
+    return variants
+
+
+def _shown(field: str, value: Any) -> str:
+    """A field's value for a message: secret-looking env values and flag values hidden."""
+    if field == "env":
+        return repr(redact_env(value))
+    if field == "extra_args":
+        return repr(redact_args(value))
+    return repr(value)
+
+
+def _differences(group: list[Variant]) -> str:
+    """What tells the variants of one name apart: each field that differs, with its values
+    (of env only the entries that differ), or "identical"."""
+    parts = []
+    for field in Variant.model_fields:
+        values = [getattr(v, field) for v in group]
+        if all(x == values[0] for x in values):
+            continue
+        if field == "env":
+            keys = sorted({k for env in values for k in env})
+            # an entry set to the same value in each says nothing; one missing in some does
+            differ = [k for k in keys if len({(k in env, env.get(k)) for env in values}) > 1]
+            values = [{k: env[k] for k in differ if k in env} for env in values]
+        parts.append(f"{field}: " + " vs ".join(_shown(field, x) for x in values))
+    return "; ".join(parts) or "identical"
+
+
+def _check_unique_labels(variants: list[Variant]) -> None:
+    groups: dict[str, list[Variant]] = {}
+    for v in variants:
+        groups.setdefault(v.label, []).append(v)
+    clashes = {label: group for label, group in sorted(groups.items()) if len(group) > 1}
+    if clashes:
+        detail = ", ".join(f"{label} ({_differences(g)})" for label, g in clashes.items())
+        raise ConfigError(
+            f"variant names must be unique; repeated: {detail}; "
+            "set `name` on one of them to tell them apart (a given name always wins)"
+        )
+
+
+def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
+    _check_unique_labels(variants)
+    speculative = [v for v in variants if not v.is_baseline]
+    if not speculative:
+        return
+    caps = {v.label: effective_max_running_requests(config.server, v) for v in variants}
+    missing = [name for name, cap in caps.items() if cap is None]
+    if missing:
+        raise ConfigError(
+            "set server.max_running_requests: with speculation sglang silently caps it at "
+            f"{SGLANG_MRR_DEFAULT_WITH_SPECULATION} while the baseline keeps its own default, so "
+            f"the comparison would be unfair above {SGLANG_MRR_DEFAULT_WITH_SPECULATION} "
+            f"concurrent requests (unset for: {', '.join(missing)})"
+        )
+    if len(set(caps.values())) > 1:
+        detail = ", ".join(f"{k}={v}" for k, v in caps.items())
+        raise ConfigError(
+            f"max_running_requests differs between variants ({detail}); "
+            "baseline and speculative variants must run with the same cap"
+        )
+    cap = next(iter(caps.values()))
+    top = max(config.load.concurrency)
+    if cap is not None and top > cap:
+        log.warning(
+            "concurrency %d exceeds max_running_requests %d: requests above the cap queue "
+            "on the server and the level measures queueing",
+            top,
+            cap,
+        )
+
+
+def plan_units(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> list[Unit]:
+    variants = sweep_variants(config, kind)
+    return [Unit(variant, c) for variant in variants for c in config.load.concurrency]

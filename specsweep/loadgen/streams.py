@@ -1,0 +1,116 @@
+"""C streams of requests on one event loop: the unit both the in-process runner and
+each worker process (loadgen/workers.py) measure with."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+from specsweep.loadgen.client import PreparedRequest, stream_request
+from specsweep.loadgen.http import Connection, split_url
+from specsweep.loadgen.metrics import RequestRecord
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed: its transports cost about half of asyncio's per read."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while measuring.
+
+    A full collection in a process with many objects (a Prefect worker, pytest)
+    takes 20-35 ms: every stream whose request ended meanwhile starts its next
+    one that much late, and without kernel arrival stamps every chunk that
+    came in is stamped late. Request garbage is almost all freed by reference
+    counting, so the collector is paused (process-wide) for the level, with
+    the objects that exist before it frozen out of later collections, and run
+    between passes.
+    """
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+async def closed_loop(
+    conns: Sequence[Connection],
+    requests: Sequence[PreparedRequest],
+    timeout_s: float,
+    repeat: int = 0,
+    index_offset: int = 0,
+    on_done: Callable[[int], None] | None = None,
+) -> list[RequestRecord]:
+    """Send every request with one stream per connection; records in issue order."""
+    total = len(requests)
+    records: list[RequestRecord | None] = [None] * total
+    next_index = 0
+    finished = 0
+
+    async def stream(conn: Connection) -> None:
+        nonlocal next_index, finished
+        while next_index < total:
+            i = next_index  # no await between read and increment: atomic in asyncio
+            next_index += 1
+            records[i] = await stream_request(
+                conn, requests[i], index_offset + i, timeout_s, repeat
+            )
+            finished += 1
+            if on_done is not None:
+                on_done(finished)
+
+    async with asyncio.TaskGroup() as group:
+        for conn in conns[: min(len(conns), total)]:
+            group.create_task(stream(conn))
+    return [r for r in records if r is not None]
+
+
+class PassRunner(Protocol):
+    """Runs the requests of one pass (or the warmup) at the level's concurrency."""
+
+    async def run(
+        self,
+        requests: Sequence[PreparedRequest],
+        repeat: int,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[RequestRecord]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalRunner:
+    """All C streams on the running event loop, one keep-alive connection each."""
+
+    def __init__(self, base_url: str, concurrency: int, timeout_s: float) -> None:
+        host, port, _ = split_url(base_url)
+        self.conns = [Connection(host, port) for _ in range(concurrency)]
+        self.timeout_s = timeout_s
+
+    async def run(
+        self,
+        requests: Sequence[PreparedRequest],
+        repeat: int,
+        on_done: Callable[[int], None] | None = None,
+        index_offset: int = 0,
+    ) -> list[RequestRecord]:
+        return await closed_loop(
+            self.conns, requests, self.timeout_s, repeat, index_offset, on_done
+        )
+
+    async def aclose(self) -> None:
+        for conn in self.conns:
+            conn.close()
