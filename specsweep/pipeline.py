@@ -70,6 +70,7 @@ def _kill_stale(host: Host, server: ServerSpec, target: Target, force: bool) -> 
         server.env,
         force=force,
         tolerate_foreign_gpu=target.tolerate_foreign_gpu,
+        grace_s=server.stop_grace_s,
     )
 
 
@@ -254,7 +255,12 @@ class VariantServer:
             return None
         limit = self.cleanup.memory_limit if self.cleanup is not None else None
         with self.phases.timed("teardown_s"):
-            report = self.host.stop(self.handle, self.server.env, memory_limit=limit or None)
+            report = self.host.stop(
+                self.handle,
+                self.server.env,
+                memory_limit=limit or None,
+                grace_s=self.server.stop_grace_s,
+            )
         self.handle = None
         self.facts = None
         self.last_teardown = report

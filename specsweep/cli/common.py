@@ -18,6 +18,7 @@ from specsweep.config import SweepConfig
 from specsweep.config.file import load_config
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError
+from specsweep.results.phases import gpu_memory_lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,6 +146,8 @@ def show_run(store: ResultsStore, run_id: str) -> None:
     run = store.read_run(run_id)
     for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
         console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
+    for line in gpu_memory_lines(store.read_phase_files(run_id)):
+        console.print(line, soft_wrap=True)
     note = simulated_note(levels)
     if note:
         console.print(f"[yellow]{note}[/]")

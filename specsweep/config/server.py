@@ -50,6 +50,11 @@ class ServerSpec(_Model):
         description="Launches tried per variant when the server dies of a transient cause "
         "(port still held, NCCL/bind errors); a crash like CUDA OOM is never retried.",
     )
+    stop_grace_s: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds a server (or a stale one) gets after SIGTERM before SIGKILL.",
+    )
 
     @field_validator("model_path")
     @classmethod

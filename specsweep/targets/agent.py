@@ -72,6 +72,7 @@ def op_kill_stale(p: dict[str, Any], emit: Emit) -> Any:
         p["server_env"],
         force=bool(p["force"]),
         tolerate_foreign_gpu=bool(p["tolerate_foreign_gpu"]),
+        grace_s=float(p.get("grace_s", 15.0)),
     )
     return cleanup_to_json(report)
 

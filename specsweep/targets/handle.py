@@ -8,11 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-# Every process a launch starts inherits this variable from the launcher: the proof,
-# readable in /proc/<pid>/environ, that a process outside the server's group (an
-# orphaned scheduler in its own session) is this server's.
-LAUNCH_ID_ENV = "SPECSWEEP_LAUNCH_ID"
-
 
 @dataclass(frozen=True)
 class ServerHandle:
@@ -25,7 +20,6 @@ class ServerHandle:
     log_path: Path
     command: str
     started_at: datetime
-    launch_id: str = ""  # the value of LAUNCH_ID_ENV in its environment ("" before tags)
 
 
 def tail_file(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:

@@ -29,7 +29,13 @@ LevelProgress = Callable[[int, int], None]
 
 class Host(Protocol):
     def kill_stale(
-        self, port: int, server_env: Mapping[str, str], *, force: bool, tolerate_foreign_gpu: bool
+        self,
+        port: int,
+        server_env: Mapping[str, str],
+        *,
+        force: bool,
+        tolerate_foreign_gpu: bool,
+        grace_s: float = 15.0,
     ) -> CleanupReport: ...
 
     def log_path(self, run_id: str, label: str) -> Path: ...

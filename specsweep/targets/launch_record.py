@@ -42,7 +42,6 @@ class LaunchState:
             "uid": os.getuid(),
             "command": handle.command,
             "started_at": handle.started_at.isoformat(),
-            "launch_id": handle.launch_id,
         }
         self._write([e for e in self.entries() if e["pgid"] != handle.pgid] + [entry])
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.targets import process
 from specsweep.targets.cleanup import CleanupReport, kill_stale
 from specsweep.targets.gpus import gpus_from_env
-from specsweep.targets.handle import LAUNCH_ID_ENV, ServerHandle, tail_file
+from specsweep.targets.handle import ServerHandle, tail_file
 from specsweep.targets.health import ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.launch_record import LaunchState
@@ -37,8 +36,7 @@ class LocalRunner:
 
     def start(self, cmd: LaunchCommand, log_path: Path, port: int) -> ServerHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        launch_id = uuid.uuid4().hex
-        env = {**os.environ, **cmd.env, "PYTHONUNBUFFERED": "1", LAUNCH_ID_ENV: launch_id}
+        env = {**os.environ, **cmd.env, "PYTHONUNBUFFERED": "1"}
         with log_path.open("ab") as log:
             log.write(f"# specsweep launch: {cmd.shell()}\n".encode())
             log.flush()
@@ -63,7 +61,6 @@ class LocalRunner:
             log_path=log_path,
             command=cmd.shell(),
             started_at=datetime.now(UTC),
-            launch_id=launch_id,
         )
         self.state.add(handle)
         return handle
@@ -108,13 +105,20 @@ class LocalHost:
         return cls(target.workdir)
 
     def kill_stale(
-        self, port: int, server_env: Mapping[str, str], *, force: bool, tolerate_foreign_gpu: bool
+        self,
+        port: int,
+        server_env: Mapping[str, str],
+        *,
+        force: bool,
+        tolerate_foreign_gpu: bool,
+        grace_s: float = 15.0,
     ) -> CleanupReport:
         """Stop leftovers of ours on the port and GPUs (CUDA_VISIBLE_DEVICES, else all)."""
         return kill_stale(
             self.runner,
             port,
             force=force,
+            grace_s=grace_s,
             gpus=gpus_from_env(server_env),
             tolerate_foreign_gpu=tolerate_foreign_gpu,
         )

@@ -3,13 +3,15 @@
 A process-group kill misses an sglang scheduler that moved into a session of
 its own (sglang issue 23627): it keeps ~90 GB of GPU memory after the launcher
 is gone, and before this step only the *next* variant's kill-stale found it.
-So a teardown ends the way kill-stale does. What it kills after the group must
-be provably this server's: a process of this user that carries the launch's
-tag in its environment (every child inherits ``SPECSWEEP_LAUNCH_ID`` from the
-launcher), or, for a handle from before tags, an sglang process of this user
-started after the launch that serves the server's port or holds memory on its
-GPUs. Then it waits until the GPUs' memory is back under the limit the launch
-started from, and says how much was released or what still holds it.
+So a teardown ends the way kill-stale does, but kills only what is provably
+this server's: every descendant of its launcher, listed (pid and start time)
+while the launcher still runs, before the group is signalled; and, when the
+launcher died first and its orphans were reparented, sglang processes of this
+user started after the launch, orphaned (no live sglang parent), that serve
+the server's port or hold memory on its GPUs. Then it waits until the GPUs'
+memory is back under the limit the launch started from, and says how much was
+released or what still holds it. (An environment tag would not do: sglang
+renames its processes with setproctitle, which wipes /proc/<pid>/environ.)
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from specsweep.targets.cleanup import (
     same_user,
     wait_memory,
 )
-from specsweep.targets.handle import LAUNCH_ID_ENV, ServerHandle
+from specsweep.targets.handle import ServerHandle
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +94,6 @@ class TeardownReport:
         return f"{line}; GPU memory NOT back under its limit ({per_gpu}); still held by: {held}"
 
 
-def _environ_tag(proc: psutil.Process) -> str | None:
-    try:
-        return proc.environ().get(LAUNCH_ID_ENV)
-    except _GONE:
-        return None
-
-
 def _started_after(proc: psutil.Process, handle: ServerHandle) -> bool:
     try:
         return proc.create_time() >= handle.create_time - 0.01
@@ -106,38 +101,67 @@ def _started_after(proc: psutil.Process, handle: ServerHandle) -> bool:
         return False
 
 
-def _gpu_holders(inv: gpu_query.GpuInventory | None, gpus: list[int] | None) -> set[int]:
-    return {app.pid for app in inv.on(gpus)} if inv is not None else set()
+def descendants(handle: ServerHandle) -> list[psutil.Process]:
+    """The launcher's whole tree while it runs, sessions of their own included."""
+    if not process.is_running(handle.pid, handle.create_time):
+        return []
+    try:
+        return psutil.Process(handle.pid).children(recursive=True)
+    except _GONE:
+        return []
+
+
+def _live(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except _GONE:
+        return False
+
+
+def _orphaned(proc: psutil.Process) -> bool:
+    """No live sglang parent: a live server's child belongs to that server."""
+    try:
+        parent = proc.parent()
+    except _GONE:
+        return False
+    return parent is None or not looks_like_sglang(parent)
 
 
 def left_behind(
-    handle: ServerHandle, gpus: list[int] | None, inv: gpu_query.GpuInventory | None
+    handle: ServerHandle,
+    tree: list[psutil.Process],
+    gpus: list[int] | None,
+    inv: gpu_query.GpuInventory | None,
 ) -> list[psutil.Process]:
-    """Live processes this server started that are outside its (now empty) group."""
+    """Live processes of this server outside its (now stopped) group.
+
+    ``tree``: the launcher's descendants listed before the group was signalled.
+    """
     me = psutil.Process()
     protected = {me.pid} | {p.pid for p in me.parents()}
-    on_gpus = _gpu_holders(inv, gpus)
+    found = {
+        p.pid: p
+        for p in tree
+        if p.pid not in protected and process.is_running(p.pid, p.create_time())
+    }
+    on_gpus = {app.pid for app in inv.on(gpus)} if inv is not None else set()
     on_port = {p.pid for p in port_listeners(handle.port)} if handle.port else set()
-    found = []
     for proc in psutil.process_iter():
-        if proc.pid in protected or not same_user(proc):
+        if proc.pid in protected or proc.pid in found or not same_user(proc):
             continue
-        if not process.is_running(proc.pid):
-            continue
-        if handle.launch_id and _environ_tag(proc) == handle.launch_id:
-            found.append(proc)
-            continue
-        if handle.launch_id and _environ_tag(proc) is not None:
-            continue  # another launch's process: not this server's
         if not looks_like_sglang(proc) or not _started_after(proc, handle):
             continue
         try:
             serves_port = proc.pid in on_port or port_arg(proc.cmdline()) == handle.port
         except _GONE:
             continue
-        if serves_port or proc.pid in on_gpus:
-            found.append(proc)
-    return found
+        if (
+            (serves_port or proc.pid in on_gpus)
+            and _orphaned(proc)
+            and process.is_running(proc.pid)
+        ):
+            found[proc.pid] = proc
+    return list(found.values())
 
 
 def _query(exe: str | None, report: TeardownReport) -> gpu_query.GpuInventory | None:
@@ -188,10 +212,11 @@ def stop_server(
     if inv is not None:
         report.gpu_checked = True
         report.memory_before = inv.used_mib(targets)
+    tree = descendants(handle)  # before any signal: the proof of what is this server's
     group = process.kill_group(handle.pgid, grace_s)
     report.terminated, report.killed = group.terminated, group.killed
     process.reap(handle.pid)
-    leftovers = left_behind(handle, targets, inv)
+    leftovers = left_behind(handle, tree, targets, inv)
     if leftovers:
         report.leftovers = [describe(p) for p in leftovers]
         log.warning("server %d left processes outside its group: %s", handle.pid, report.leftovers)

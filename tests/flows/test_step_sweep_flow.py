@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 
 import psutil
 import pytest
@@ -101,3 +104,39 @@ def test_a_port_conflict_is_relaunched_then_reported(tmp_path, port):
     assert log.read_text().count("# specsweep launch:") == 2
     assert LocalRunner(config.target.workdir).state.entries() == []
     assert no_server_left(port)
+
+
+def test_a_sweep_ends_with_the_gpus_memory_back_and_says_so(tmp_path, port, monkeypatch):
+    """Orphaned schedulers on every variant (sglang issue 23627): after the last variant's
+    teardown nothing of ours holds the GPU, and the run says what it held before and after."""
+    from prefect.artifacts import Artifact
+
+    from specsweep.sim.gpu_inventory import Inventory
+    from specsweep.sim.nvidia_smi import BIN_DIR
+    from tests.integration.test_gpu_cleanup import H200_MIB
+
+    state = tmp_path / "gpus"
+    monkeypatch.setenv("SPECSWEEP_SIM_GPU_STATE", str(state))
+    monkeypatch.setenv("SPECSWEEP_SIM_PYTHON", sys.executable)
+    monkeypatch.setenv("PATH", f"{BIN_DIR}{os.pathsep}{os.environ['PATH']}")
+    inv = Inventory(state)
+    inv.ensure("NVIDIA H200", 1, H200_MIB)
+    data = sim_config_data(tmp_path, port, load={"concurrency": [1]})
+    data["server"].update(stop_grace_s=1)
+    data["server"]["env"].update(SPECSWEEP_SIM_ORPHAN="1", CUDA_VISIBLE_DEVICES="0")
+    config = parse_config(data)
+    run_id = step_sweep(config)["run_id"]
+    try:
+        assert [a.pid for a in inv.charged() if psutil.pid_exists(a.pid)] == []
+        assert inv.used_mib(inv.gpus()[0]) == 0
+        phases = json.loads(ResultsStore(config.results_dir).read_run(run_id)["phases"])
+        assert {v["gpu_mib_after_teardown"] for v in phases.values()} == {0.0}
+        said = (
+            "GPU memory on test-host: 0 MiB in use before the sweep, 0 MiB after its last teardown"
+        )
+        summary = Artifact.get("step-sweep-summary")
+        assert summary is not None and said in str(summary.data) and run_id in str(summary.data)
+    finally:
+        for a in inv.charged():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(a.pid).kill()

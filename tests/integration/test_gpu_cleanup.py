@@ -19,13 +19,19 @@ from pathlib import Path
 import psutil
 import pytest
 
+from specsweep.config import SweepConfig
+from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
 from specsweep.errors import GpuMemoryNotReleased, StaleProcessError
+from specsweep.results.store import ResultsStore
 from specsweep.sim.gpu_inventory import Inventory
 from specsweep.sim.nvidia_smi import BIN_DIR
 from specsweep.targets.cleanup import kill_stale
 from specsweep.targets.local import LocalRunner
-from tests.conftest import FAST_SIM_ENV, free_port
+from specsweep.targets.teardown import stop_server
+from tests.conftest import FAST_SIM_ENV, free_port, sim_config_data
 from tests.faults.registry import fault
+from tests.integration.sim_server import variant_server
 from tests.integration.test_cleanup import LISTEN, listening
 from tests.needs import missing
 
@@ -227,3 +233,102 @@ def test_gpu_proof_script_passes_in_simulate_mode():
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert "PASS" in out.stdout and "StaleProcessError" in out.stdout
+
+
+def orphan_config(tmp_path: Path, port: int, **server: object) -> SweepConfig:
+    """A baseline on GPU 0 whose sglang::scheduler_TP0 outlives its launcher."""
+    env = {**FAST_SIM_ENV, "SPECSWEEP_SIM_ORPHAN": "1", "CUDA_VISIBLE_DEVICES": "0"}
+    data = sim_config_data(tmp_path, port, server={"env": env, "stop_grace_s": 1, **server})
+    return parse_config(data)
+
+
+def scheduler_pid(host: Host) -> int:
+    (pid,) = [a.pid for a in host.inv.charged() if alive(a.pid)]
+    assert psutil.Process(pid).cmdline()[0].startswith("sglang::scheduler")  # tp 1: no _TP0
+    return pid
+
+
+@fault(
+    "Orphaned scheduler at the end of the last variant",
+    injected=(
+        "`SPECSWEEP_SIM_ORPHAN=1`: the scheduler moves to its own session, ignores SIGTERM "
+        "and keeps ~120 GB on its GPU when its server group is stopped"
+    ),
+    outcome=(
+        "the teardown itself finds it (the launch's tag in its environment), SIGTERM then "
+        "SIGKILL, and waits until the GPU's memory is back; its report says how much was "
+        "released, so no sweep ends with the GPU full"
+    ),
+)
+def test_teardown_kills_what_the_server_left_behind_and_waits_for_its_memory(host, tmp_path):
+    config = orphan_config(tmp_path, free_port())
+    with variant_server(config, BASELINE, "orphan-td") as server:
+        server.kill_stale()
+        server.launch()
+        server.wait_for_health()
+        orphan = scheduler_pid(host)
+        assert os.getsid(orphan) == orphan  # not in the server's session: a group kill misses it
+        held = host.used(0)
+        assert held > 100_000
+        report = server.teardown()
+    assert report is not None and not alive(orphan)
+    assert report.leftover_pids == [orphan] and "sglang::scheduler" in report.leftovers[0]
+    assert report.gpus == [0] and report.memory_before[0] == held
+    assert report.release_s is not None and report.memory_after[0] <= report.memory_limit[0]
+    assert report.released_mib >= held - report.memory_limit[0] and host.used(0) == 0
+    assert "released" in report.summary() and f"pid {orphan}" in report.summary()
+    phases = ResultsStore(config.results_dir).read_phases("orphan-td")["baseline"]
+    assert phases["gpu_mib_after_teardown"] == 0 and phases["gpu_mib_at_start"] == 0
+
+
+def test_teardown_after_the_launcher_died_finds_its_orphan_by_gpu(host, tmp_path):
+    """A crashed launcher: its orphan was reparented before the teardown could list it."""
+    config = orphan_config(tmp_path, free_port())
+    with variant_server(config, BASELINE, "crashed") as server:
+        server.kill_stale()
+        handle = server.launch()
+        server.wait_for_health()
+        orphan = scheduler_pid(host)
+        os.kill(handle.pid, signal.SIGKILL)
+        end = time.monotonic() + 10
+        while psutil.Process(orphan).ppid() == handle.pid and time.monotonic() < end:
+            time.sleep(0.05)
+        report = server.teardown()
+    assert report is not None and report.leftover_pids == [orphan] and not alive(orphan)
+    assert report.release_s is not None and host.used(0) == 0
+
+
+def test_teardown_leaves_another_servers_processes_alone(host, tmp_path):
+    """Same user, sglang names, same GPU, started later: a live server's, not this one's."""
+    config = orphan_config(tmp_path, free_port())
+    with variant_server(config, BASELINE, "mine") as server:
+        server.kill_stale()
+        server.launch()
+        server.wait_for_health()
+        other = host.sim_server(free_port())  # not launched by specsweep, its own port
+        theirs = {p.pid for p in psutil.Process(other).children()} | {other}
+        assert server.handle is not None
+        report = stop_server(server.handle, [0], grace_s=1, memory_timeout_s=0.5)
+        server.handle = None  # stopped here: nothing left for the `with` to stop
+    assert report.leftover_pids and not set(report.leftover_pids) & theirs  # our orphan only
+    assert all(alive(pid) for pid in theirs)
+    # their memory is what stays: the limit counts it, and it is still held after the wait
+    assert report.release_s is not None and report.memory_after[0] >= 100_000
+
+
+def test_teardown_names_what_still_holds_the_memory(host, tmp_path):
+    config = orphan_config(tmp_path, free_port())
+    with variant_server(config, BASELINE, "held") as server:
+        server.kill_stale()
+        server.launch()
+        server.wait_for_health()
+        sleeper = host.holder(0, 9000, "sleep", "600")  # not ours, started meanwhile
+        assert server.handle is not None and server.cleanup is not None
+        limit = server.cleanup.memory_limit  # what the GPU held before the launch, + slack
+        report = stop_server(
+            server.handle, [0], memory_limit=limit, grace_s=1, memory_timeout_s=0.5
+        )
+        server.handle = None
+    assert limit == {0: 1024} and report.release_s is None and alive(sleeper)
+    assert any(f"pid {sleeper}" in h for h in report.holders)
+    assert "NOT back under its limit" in report.summary() and f"pid {sleeper}" in report.summary()

@@ -3,6 +3,7 @@ the "remote" host, waited for, benchmarked there, cleaned up and torn down."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import socket
 import subprocess
@@ -24,6 +25,8 @@ from specsweep.errors import (
 )
 from specsweep.pipeline import kill_stale_servers
 from specsweep.results.store import ResultsStore
+from specsweep.sim.gpu_inventory import Inventory
+from specsweep.sim.nvidia_smi import BIN_DIR
 from specsweep.targets import host_for, ssh
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
@@ -215,3 +218,45 @@ def test_a_bare_remote_python_is_a_config_error_naming_the_module(tmp_path, port
     config = ssh_config(tmp_path, port, sshd, python=str(bare))
     with pytest.raises(ConfigError, match=r"lacks a module .*No module named "):
         kill_stale_servers(config)
+
+
+def test_teardown_over_ssh_kills_the_orphaned_scheduler_and_waits_for_its_memory(
+    tmp_path, port, sshd
+):
+    """The host's agent does the whole teardown there: group, orphan, GPU memory."""
+    from tests.integration.test_gpu_cleanup import H200_MIB, alive
+
+    state = tmp_path / "gpus"
+    inv = Inventory(state)
+    inv.ensure("NVIDIA H200", 2, H200_MIB)
+    # The "remote" python sees the simulator's GPUs and its nvidia-smi, as a GPU host would.
+    python = tmp_path / "gpu-host-python3"
+    python.write_text(
+        "#!/bin/sh\n"
+        f'export PATH={shlex.quote(str(BIN_DIR))}:"$PATH"\n'
+        f"export SPECSWEEP_SIM_GPU_STATE={shlex.quote(str(state))}\n"
+        f"export SPECSWEEP_SIM_PYTHON={shlex.quote(sys.executable)}\n"
+        f'exec {shlex.quote(sys.executable)} "$@"\n'
+    )
+    python.chmod(0o755)
+    data = sim_config_data(tmp_path, port)
+    data["target"] = sshd.target(tmp_path / "remote", python=str(python))
+    data["server"].update(stop_grace_s=1)
+    data["server"]["env"].update(SPECSWEEP_SIM_ORPHAN="1", CUDA_VISIBLE_DEVICES="0")
+    config = parse_config(data)
+    with variant_server(config, BASELINE, "ssh-orphan") as server:
+        server.kill_stale()
+        server.launch()
+        server.wait_for_health()
+        (orphan,) = [a.pid for a in inv.charged() if alive(a.pid)]
+        held = inv.used_mib(inv.gpus()[0])
+        report = server.teardown()
+    try:
+        assert report is not None and report.leftover_pids == [orphan] and not alive(orphan)
+        assert report.memory_before == {0: held} and report.release_s is not None
+        assert report.released_mib >= held - report.memory_limit[0]
+        assert inv.used_mib(inv.gpus()[0]) == 0
+    finally:
+        for a in inv.charged():  # whatever this test's inventory still lists is this test's
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(a.pid).kill()

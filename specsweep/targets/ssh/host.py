@@ -46,7 +46,13 @@ class SshHost(SshSession):
     """A GPU host behind SSH; implements targets.host.Host."""
 
     def kill_stale(
-        self, port: int, server_env: Mapping[str, str], *, force: bool, tolerate_foreign_gpu: bool
+        self,
+        port: int,
+        server_env: Mapping[str, str],
+        *,
+        force: bool,
+        tolerate_foreign_gpu: bool,
+        grace_s: float = 15.0,
     ) -> CleanupReport:
         payload = {
             "workdir": self.workdir(),
@@ -54,8 +60,9 @@ class SshHost(SshSession):
             "server_env": dict(server_env),
             "force": force,
             "tolerate_foreign_gpu": tolerate_foreign_gpu,
+            "grace_s": grace_s,
         }
-        limit = self.target.command_timeout_s + 90.0  # kill grace + GPU memory wait
+        limit = self.target.command_timeout_s + 2 * grace_s + 60.0  # kills + GPU memory wait
         # private: server_env may hold tokens, which a command line shows to every user
         value = self.agent("kill-stale", payload, limit, private=True)
         return wire.cleanup_from_json(value)
