@@ -27,6 +27,7 @@ from typing import Any
 
 from specsweep import progress
 from specsweep.config import LoadSpec, ServerSpec, SweepConfig, Target, Variant
+from specsweep.config.command import LaunchCommand, command_for
 from specsweep.config.secrets import resolve_env
 from specsweep.errors import ServerDiedError
 from specsweep.results.phases import Phases
@@ -37,8 +38,8 @@ from specsweep.targets.cleanup import CleanupReport
 from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness, ReadyReport
 from specsweep.targets.host import Host
+from specsweep.targets.log_cause import describe_cause
 from specsweep.targets.server_facts import ServerFacts
-from specsweep.targets.sglang_cmd import LaunchCommand, command_for
 from specsweep.targets.teardown import TeardownReport
 
 log = logging.getLogger(__name__)
@@ -244,9 +245,9 @@ class VariantServer:
         """After a failed level: a dead server ends the variant with its log, not more levels."""
         assert self.handle is not None
         if not self.host.is_alive(self.handle):
-            raise ServerDiedError(
-                f"server process died during {after} ", self.host.tail(self.handle, 30)
-            )
+            tail = self.host.tail(self.handle, 30)
+            cause = describe_cause(tail)
+            raise ServerDiedError(f"server process died during {after}: {cause}", tail)
 
     def teardown(self) -> TeardownReport | None:
         """Stop the server's process group, then what it left behind, then wait for its

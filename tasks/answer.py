@@ -26,6 +26,7 @@ from specsweep.report.render import (
     default_report_dir,
     headline,
     level_records,
+    report_link,
     write_report,
 )
 from specsweep.results.location import local_path
@@ -35,15 +36,6 @@ from specsweep.results.store import ResultsStore
 RESULTS_KEY = "specsweep-results"
 ANSWER_KEY = "specsweep-answer"
 REPORT_KEY = "specsweep-report"
-
-
-def report_link(html: Path, results_dir: Path | str, base_url: str | None) -> str:
-    """file:// URI of the report, or base_url + its path under the results root when served."""
-    root = local_path(results_dir)  # None: an object store, where reports are not written
-    if base_url and root is not None and html.resolve().is_relative_to(root.resolve()):
-        relative = html.resolve().relative_to(root.resolve())
-        return base_url.rstrip("/") + "/" + relative.as_posix()
-    return html.resolve().as_uri()  # also when the report was written outside the results
 
 
 @task(name="publish-answer", cache_policy=NO_CACHE)

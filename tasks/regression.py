@@ -31,11 +31,12 @@ def judge_regression(
     return report
 
 
+@task(name="emit-regression-event", cache_policy=NO_CACHE)
 def emit_regression_event(report: RegressionReport) -> Event | None:
     """`specsweep.regression.detected` on the run's resource, for automations to notify on.
 
-    Emitted inside the flow run, so Prefect relates it to the flow run (and its
-    deployment) and an automation can link back to it.
+    Emitted inside the flow run (from this task run), so Prefect relates it to the flow
+    run and its deployment, and an automation can link back to it.
     """
     targets = sorted({str(t) for t in report.regressions["target"]})
     return emit_event(

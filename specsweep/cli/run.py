@@ -22,10 +22,10 @@ from specsweep.cli.common import (
 )
 from specsweep.cli.progress import level_progress_bar
 from specsweep.config import SweepConfig, check_run_id
+from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError, SpecsweepError, SweepFailed
 from specsweep.results.store import ResultsStore
-from specsweep.targets.sglang_cmd import command_for
 
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 

@@ -13,6 +13,7 @@ exports them under one name:
     load      LoadSpec (the load at each level)
     sweep     StepSweep, TopkSweep, SweepConfig (the whole sweep)
     plan      a sweep expanded into its variants, the rules across them
+    command   the one place a variant becomes the sglang command line
     fleet     a fleet file: named GPU hosts
     file      YAML files and --set overrides
     secrets   `secret:NAME` references; redact: hiding values in logs

@@ -19,9 +19,9 @@ from specsweep.config import (
     TopkSweep,
     Variant,
 )
+from specsweep.config.command import effective_max_running_requests
 from specsweep.config.redact import redact_args, redact_env
 from specsweep.errors import ConfigError
-from specsweep.targets.sglang_cmd import effective_max_running_requests
 
 log = logging.getLogger(__name__)
 

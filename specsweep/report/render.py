@@ -292,3 +292,12 @@ def _json_safe(value: object) -> object:
     if isinstance(value, float):
         return None if value != value else round(value, 4)
     return value
+
+
+def report_link(html: Path, results_dir: Path | str, base_url: str | None) -> str:
+    """file:// URI of the report, or base_url + its path under the results root when served."""
+    root = local_path(results_dir)  # None: an object store, where reports are not written
+    if base_url and root is not None and html.resolve().is_relative_to(root.resolve()):
+        relative = html.resolve().relative_to(root.resolve())
+        return base_url.rstrip("/") + "/" + relative.as_posix()
+    return html.resolve().as_uri()  # also when the report was written outside the results

@@ -9,18 +9,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from specsweep.config import LoadSpec, ServerSpec, Variant, check_run_id
-from specsweep.config.redact import redact_args, redact_env
-from specsweep.results.schema import SCHEMA_VERSION
-from specsweep.targets.server_facts import ServerFacts as ServerFacts  # re-exported
-from specsweep.targets.sglang_cmd import (
+from specsweep.config.command import (
     LaunchCommand,
     build_launch_command,
     effective_max_running_requests,
 )
+from specsweep.config.redact import redact_args, redact_env
+from specsweep.results.schema import SCHEMA_VERSION
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the targets are never loaded to build or read rows
     from specsweep.loadgen.metrics import RequestRecord
     from specsweep.loadgen.runner import LevelResult
+    from specsweep.targets.server_facts import ServerFacts
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def _handle(payload: dict[str, Any]) -> ServerHandle:
 
 
 def op_start(p: dict[str, Any], emit: Emit) -> Any:
-    from specsweep.targets.sglang_cmd import LaunchCommand
+    from specsweep.config.command import LaunchCommand
     from specsweep.targets.wire import handle_to_json
 
     os.environ.pop(OP_ID_ENV, None)  # the server must not be killed as part of this command

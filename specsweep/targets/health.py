@@ -93,12 +93,9 @@ def _phase(log_phase: str | None, state: Readiness | None) -> str:
 def died_message(
     elapsed_s: float, state: Readiness | None, tail: Sequence[str], phase: str | None
 ) -> str:
-    """``server process exited while <phase> after <t>s: <cause>`` (one line).
-
-    The trailing space keeps the SSH rebuild's ``(on <host>)`` apart from the cause.
-    """
+    """``server process exited while <phase> after <t>s: <cause>`` (one line)."""
     cause = log_cause.describe_cause(tail)
-    return f"server process exited while {_phase(phase, state)} after {elapsed_s:.1f}s: {cause} "
+    return f"server process exited while {_phase(phase, state)} after {elapsed_s:.1f}s: {cause}"
 
 
 def timeout_message(
@@ -109,7 +106,7 @@ def timeout_message(
     cause = f"last error in the log: {found.text}" if found else log_cause.describe_cause(tail)
     return (
         f"server not ready after {timeout_s:.0f}s (last state: {state}) "
-        f"while {_phase(phase, state)}: {cause} "
+        f"while {_phase(phase, state)}: {cause}"
     )
 
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from specsweep.config import LoadSpec, ServerSpec
+    from specsweep.config.command import LaunchCommand
     from specsweep.loadgen.runner import LevelResult
     from specsweep.targets.cleanup import CleanupReport
     from specsweep.targets.handle import ServerHandle
     from specsweep.targets.health import Readiness, ReadyReport
     from specsweep.targets.server_facts import ServerFacts
-    from specsweep.targets.sglang_cmd import LaunchCommand
     from specsweep.targets.teardown import TeardownReport
 
 ReadyProgress = Callable[["Readiness", str], None]

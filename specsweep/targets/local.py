@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 
 from specsweep.config import LoadSpec, LocalTarget, ServerSpec
+from specsweep.config.command import LaunchCommand
 from specsweep.errors import ConfigError
 from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.targets import process
@@ -23,7 +24,6 @@ from specsweep.targets.health import ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.launch_record import LaunchState
 from specsweep.targets.server_facts import ServerFacts, server_facts
-from specsweep.targets.sglang_cmd import LaunchCommand
 from specsweep.targets.teardown import TeardownReport, stop_server
 
 

@@ -63,6 +63,9 @@ def test_crash_mid_level_keeps_the_level_and_ends_the_variant(tmp_path, port):
         with pytest.raises(ServerDiedError, match="died during the level") as info:
             server.ensure_alive("the level")
         assert info.value.log_tail
+        # the first line names the root cause from the log: the scheduler's exception
+        first = str(info.value).splitlines()[0]
+        assert "Error" in first.partition("died during the level: ")[2], first
     store = ResultsStore(config.results_dir)
     assert store.has_level("fault-run", "baseline", 2)
     requests = store.read_requests("fault-run")

@@ -17,8 +17,8 @@ from flows.nightly_regression import nightly_regression, nightly_run_id
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import RegressionDetected
+from specsweep.report.render import report_link
 from specsweep.results.store import ResultsStore
-from tasks.answer import report_link
 from tasks.regression import REGRESSION_EVENT
 from tests.conftest import sim_config_data
 from tests.synthetic_levels import SPEC, baseline_tput, level_row, night, write

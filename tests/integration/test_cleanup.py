@@ -10,10 +10,10 @@ import time
 import psutil
 import pytest
 
+from specsweep.config.command import LaunchCommand
 from specsweep.errors import StaleProcessError
 from specsweep.targets.cleanup import kill_stale
 from specsweep.targets.local import LocalRunner
-from specsweep.targets.sglang_cmd import LaunchCommand
 from tests.conftest import free_port
 from tests.faults.registry import fault
 

@@ -10,10 +10,10 @@ import time
 import psutil
 import pytest
 
+from specsweep.config.command import LaunchCommand
 from specsweep.targets.handle import tail_file
 from specsweep.targets.local import LocalRunner
 from specsweep.targets.process import group_members, is_running, kill_group
-from specsweep.targets.sglang_cmd import LaunchCommand
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from specsweep.config.command import build_launch_command
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
-from specsweep.targets.sglang_cmd import build_launch_command
 from tests.conftest import free_port, sim_config_data
 from tests.integration.sim_server import variant_server
 from tests.security.hostile import (

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from specsweep.config import LocalTarget, check_run_id
+from specsweep.config.command import MODULES, build_launch_command
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
@@ -27,7 +28,6 @@ from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore, new_run_id
 from specsweep.sim.server_args import build_parser
 from specsweep.targets.local import LocalHost
-from specsweep.targets.sglang_cmd import MODULES, build_launch_command
 from tests.security.hostile import (
     CANARY,
     hostile_env_values,

@@ -1,21 +1,183 @@
-"""The engine (specsweep/) must never import Prefect: tasks/ and flows/ adapt it."""
+"""The architecture as tests: who may import whom (docs/architecture.md draws it).
 
+- the engine (specsweep/) never imports Prefect; tasks/ adapts it, flows/ composes
+  tasks, deployments/ schedules flows, and no layer imports one above it;
+- analysis/ and report/ never load the code that runs on GPU hosts (targets/, the
+  load generator, the pipeline): an answer needs only Parquet;
+- the simulator imports nothing of the engine: it stands in for sglang;
+- no import cycles, one exception hierarchy (specsweep/errors.py), and tasks/ holds
+  Prefect tasks only.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 import specsweep
 
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ("specsweep", "tasks", "flows", "deployments")
 
-def test_no_engine_module_imports_prefect():
-    modules = [m.name for m in pkgutil.walk_packages(specsweep.__path__, "specsweep.")]
-    modules = [m for m in modules if not m.endswith("__main__")]
-    assert "specsweep.pipeline" in modules and "specsweep.sim.launch_server" in modules
+
+def modules(package: str) -> list[str]:
+    pkg = importlib.import_module(package)
+    names = [package] + [m.name for m in pkgutil.walk_packages(pkg.__path__, package + ".")]
+    return [m for m in names if not m.endswith("__main__")]
+
+
+def _loaded_after_importing(names: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    """Import ``names`` in a fresh interpreter; the loaded modules under ``prefixes``."""
     code = (
         "import importlib, sys\n"
-        f"for name in {modules!r}: importlib.import_module(name)\n"
-        "leaked = sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.'))\n"
-        "print(leaked[:5]); sys.exit(1 if leaked else 0)\n"
+        f"for name in {names!r}: importlib.import_module(name)\n"
+        f"print('\\n'.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, f"engine imported Prefect: {proc.stdout}{proc.stderr}"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return [m for m in proc.stdout.split() if m]
+
+
+def test_no_engine_module_imports_prefect():
+    names = modules("specsweep")
+    assert "specsweep.pipeline" in names and "specsweep.sim.launch_server" in names
+    leaked = _loaded_after_importing(names, ("prefect",))
+    assert leaked == [], f"the engine imported Prefect: {leaked[:5]}"
+
+
+def test_the_answer_needs_no_code_that_runs_on_gpu_hosts():
+    names = modules("specsweep.analysis") + modules("specsweep.report")
+    loaded = _loaded_after_importing(
+        names, ("specsweep.targets", "specsweep.loadgen", "specsweep.pipeline", "specsweep.sim")
+    )
+    assert loaded == [], f"analysis/report loaded {loaded}"
+
+
+def _module_files() -> Iterator[tuple[str, Path]]:
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            yield ".".join(parts), path
+
+
+def _imports(path: Path, known: set[str]) -> Iterator[str]:
+    """Every module of ours a file imports, at any depth (function-level and TYPE_CHECKING
+    too): `from pkg import mod` is an import of pkg.mod, `from pkg import name` of pkg."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if full in known else node.module
+
+
+def _graph() -> dict[str, set[str]]:
+    files = dict(_module_files())
+    known = set(files)
+    return {
+        name: {imp for imp in _imports(path, known) if imp in known and imp != name}
+        for name, path in files.items()
+    }
+
+
+def test_the_simulator_imports_nothing_of_the_engine():
+    for name, deps in _graph().items():
+        if name.startswith("specsweep.sim"):
+            engine = sorted(d for d in deps if not d.startswith("specsweep.sim"))
+            assert engine in ([], ["specsweep"]), f"{name} imports {engine}"
+
+
+@pytest.mark.parametrize(
+    ("layer", "forbidden"),
+    [
+        ("specsweep", ("tasks", "flows", "deployments")),
+        ("tasks", ("flows", "deployments")),
+        ("flows", ("deployments",)),
+    ],
+)
+def test_no_layer_imports_a_layer_above_it(layer, forbidden):
+    """specsweep/cli/ is exempt: the command line sits on top of every layer (it runs
+    flows and registers deployments, importing them inside its commands)."""
+    for name, deps in _graph().items():
+        if name.startswith("specsweep.cli"):
+            continue
+        if name == layer or name.startswith(layer + "."):
+            above = sorted(d for d in deps if d.split(".")[0] in forbidden)
+            assert above == [], f"{name} imports {above}"
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_one_exception_hierarchy():
+    """Every exception class lives in specsweep/errors.py (the simulator keeps its own)."""
+    stray = []
+    for name, path in _module_files():
+        if name in ("specsweep.errors",) or name.startswith("specsweep.sim"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b) for b in node.bases]
+                if any(b.endswith(("Error", "Exception")) or "Error" in b for b in bases):
+                    stray.append(f"{name}.{node.name}({', '.join(bases)})")
+    assert stray == []
+
+
+def test_tasks_holds_prefect_tasks_only():
+    from prefect import Task
+
+    for name in modules("tasks"):
+        module = __import__(name, fromlist=["_"])
+        public = {
+            key: value
+            for key, value in vars(module).items()
+            if not key.startswith("_")
+            and getattr(value, "__module__", None) == name
+            and callable(value)
+        }
+        not_tasks = sorted(key for key, value in public.items() if not isinstance(value, Task))
+        assert not_tasks == [], f"{name} defines non-tasks: {not_tasks}"
+
+
+def test_the_package_root_holds_only_the_shared_modules():
+    """specsweep/ shows the architecture at a glance: packages, and three modules."""
+    top = sorted(p.name for p in Path(specsweep.__file__).parent.glob("*.py"))
+    assert top == ["__init__.py", "errors.py", "pipeline.py", "progress.py"]

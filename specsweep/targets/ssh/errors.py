@@ -85,7 +85,7 @@ def rebuild_error(event: Mapping[str, Any], where: str) -> Exception:
     cls = _REMOTE_ERRORS.get(str(event.get("kind")))
     message = str(event.get("message", ""))
     if cls in (ServerDiedError, ServerStartTimeout):
-        return cls(f"{message}(on {where})", event.get("log_tail") or ())
+        return cls(f"{message.rstrip()} (on {where})", event.get("log_tail") or ())
     if cls is not None:
         return cls(f"{message} (on {where})")
     return RemoteError(f"on {where}: {event.get('kind')}: {message}")

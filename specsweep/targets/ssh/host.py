@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specsweep.config import WILDCARD_HOSTS, LoadSpec, ServerSpec, SshTarget
+from specsweep.config.command import LaunchCommand
 from specsweep.errors import RemoteError
 from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.loadgen.wire import parse_result_line
@@ -28,7 +29,6 @@ from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness, ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.server_facts import ServerFacts
-from specsweep.targets.sglang_cmd import LaunchCommand
 from specsweep.targets.ssh.session import SshSession
 from specsweep.targets.teardown import TeardownReport
 

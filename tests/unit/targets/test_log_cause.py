@@ -347,7 +347,7 @@ def test_the_first_line_survives_the_ssh_round_trip():
     back = rebuild_error(json.loads(json.dumps(agent.error_event(exc))), "gpu-a")
     assert isinstance(back, ServerDiedError)
     first = str(back).splitlines()[0]
-    assert first == str(exc).splitlines()[0] + "(on gpu-a)"
+    assert first == str(exc).splitlines()[0] + " (on gpu-a)"
     assert "while loading weights" in first and "torch.OutOfMemoryError" in first
     assert back.log_tail == exc.log_tail and not back.transient
 

@@ -6,7 +6,7 @@ from specsweep.config.file import load_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.mark.parametrize("name", ["sim.yaml", "gpu-host.yaml"])

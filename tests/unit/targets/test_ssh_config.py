@@ -75,9 +75,9 @@ def test_agent_rejects_a_malformed_request(capsys):
 
 
 def test_the_recorded_command_is_the_one_the_ssh_host_runs():
+    from specsweep.config.command import command_for
     from specsweep.config.plan import BASELINE
     from specsweep.results.rows import variant_columns
-    from specsweep.targets.sglang_cmd import command_for
 
     target = {"kind": "ssh", "name": "a", "host": "h", "python": "/opt/sglang/bin/python"}
     config = _config({**target, "verify_host_key": False}, backend="simulator")

@@ -174,7 +174,7 @@ def test_fleet_commands_refuse_bad_input_before_anything_starts(tmp_path):
 
 
 def test_the_example_fleet_parses_and_names_targets_after_hosts():
-    fleet = load_fleet(Path(__file__).parents[2] / "examples" / "fleet.yaml")
+    fleet = load_fleet(Path(__file__).parents[3] / "examples" / "fleet.yaml")
     assert [(h.name, h.target.kind) for h in fleet.hosts] == [
         ("gpu-a", "local"), ("gpu-b", "local"), ("gpu-c", "ssh")
     ]  # fmt: skip

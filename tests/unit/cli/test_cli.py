@@ -4,7 +4,7 @@ from typer.testing import CliRunner
 
 from specsweep.cli import app
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 runner = CliRunner()
 
 

@@ -32,7 +32,7 @@ from specsweep.results.schema import LEVELS_SCHEMA, SCHEMA_VERSION
 from specsweep.results.store import ResultsStore
 from tests.needs import missing
 from tests.synthetic_levels import sweep_rows, write
-from tests.unit.test_results_store import row_for
+from tests.unit.results.test_results_store import row_for
 
 SPEC = Variant(algorithm="EAGLE3", draft_model_path="d", num_steps=2, topk=1)
 RUN = {"schema_version": SCHEMA_VERSION, "run_id": "r1", "sweep_kind": "step_sweep"}

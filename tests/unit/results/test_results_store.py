@@ -8,9 +8,10 @@ from specsweep.analysis.summary import summarize
 from specsweep.config import LoadSpec, ServerSpec, Variant
 from specsweep.loadgen.metrics import LevelMetrics, RequestRecord, compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
-from specsweep.results.rows import RunContext, ServerFacts, level_row
+from specsweep.results.rows import RunContext, level_row
 from specsweep.results.schema import LEVELS_SCHEMA, METRIC_FIELDS
 from specsweep.results.store import ResultsStore, new_run_id
+from specsweep.targets.server_facts import ServerFacts
 
 
 def record(i: int, tokens: int = 8, error: str | None = None) -> RequestRecord:

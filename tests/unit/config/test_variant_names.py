@@ -17,7 +17,7 @@ from specsweep.config.plan import check_variant_set, sweep_variants
 from specsweep.errors import ConfigError
 from tests.conftest import sim_config_data
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ADAPTIVE = ["--speculative-adaptive"]
 # sha256 of {"env":{},"extra_args":["--speculative-adaptive"]} (sorted keys, no spaces):
 # pinned, so a change of the rule shows here before it renames results history.

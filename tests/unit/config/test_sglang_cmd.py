@@ -2,7 +2,7 @@ import shlex
 import sys
 
 from specsweep.config import ServerSpec, Variant
-from specsweep.targets.sglang_cmd import build_launch_command
+from specsweep.config.command import build_launch_command
 
 
 def server(**kw):
