@@ -25,7 +25,10 @@ python started under another argv[0] cannot find its own site-packages):
 Then it checks: (A) kill_stale refuses (StaleProcessError naming the trainer) and
 signals nothing; (B) with tolerate_foreign_gpu=True it kills the launcher, both
 schedulers and the detokenizer, leaves the trainer alive, and the GPU's memory.used
-falls back to the trainer's share; a sampled nvidia-smi timeline shows how fast.
+falls back to the trainer's share; a sampled nvidia-smi timeline shows how fast;
+(C) the same server started again is stopped by the teardown (stop_server): its
+group, then the orphan outside it, then the GPU's memory back to B's limit, the
+trainer alive.
 Exit status 0 when all of that holds, 1 otherwise; every process it started is
 SIGKILLed at the end.
 
@@ -48,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +62,9 @@ import psutil  # noqa: E402
 from specsweep.errors import StaleProcessError  # noqa: E402
 from specsweep.targets.cleanup import CleanupReport, kill_stale  # noqa: E402
 from specsweep.targets.gpus import find_nvidia_smi, memory_used, query  # noqa: E402
+from specsweep.targets.handle import ServerHandle  # noqa: E402
 from specsweep.targets.launch_record import LaunchState  # noqa: E402
+from specsweep.targets.teardown import stop_server  # noqa: E402
 
 # Runs as every child: names itself, takes GPU memory, says so, sleeps. Keep the
 # words that mark sglang out of it: the trainer runs it too and must not look ours.
@@ -323,6 +329,32 @@ def main(argv: list[str] | None = None) -> int:
             if used != last:
                 print(f"      {t:7.3f}  {used}")
                 last = used
+
+        print("C) stop_server on a running server: its group, what it left outside, its memory")
+        port = free_port()
+        launcher, ranks = start_ours(d, port, gpu, ns.gib, ns.simulate)
+        ours = [launcher, *ranks.values()]
+        started += ours
+        outside = [pid for pid in ours if os.getpgid(pid) != launcher]  # a group kill misses
+        print(f"    ours: launcher {launcher}, ranks {ranks}; outside its group: {outside}")
+        handle = ServerHandle(
+            launcher, launcher, psutil.Process(launcher).create_time(), port,
+            d / "launcher.log", "gpu_cleanup_proof", datetime.now(UTC),
+        )  # fmt: skip
+        t0 = time.monotonic()
+        td = stop_server(
+            handle, gpus, memory_limit=report.memory_limit or None, grace_s=ns.grace,
+            memory_timeout_s=60,
+        )  # fmt: skip
+        print(f"    {td.summary()} (stop_server took {time.monotonic() - t0:.2f}s)")
+        if survivors := [pid for pid in ours if alive(pid)]:
+            failures.append(f"C: ours survived the teardown: {survivors}")
+        if not outside or not set(outside) <= set(td.leftover_pids):
+            failures.append(f"C: left-behind {outside} not all in {td.leftover_pids}")
+        if not alive(trainer.pid):
+            failures.append("C: the foreign trainer was killed")
+        if td.release_s is None:
+            failures.append(f"C: GPU memory not back: {td.memory_after}, held by {td.holders}")
     finally:
         for pid in started:
             with contextlib.suppress(psutil.NoSuchProcess):

@@ -132,18 +132,18 @@ def left_behind(
     tree: list[psutil.Process],
     gpus: list[int] | None,
     inv: gpu_query.GpuInventory | None,
+    pids_hidden: bool = False,
 ) -> list[psutil.Process]:
     """Live processes of this server outside its (now stopped) group.
 
     ``tree``: the launcher's descendants listed before the group was signalled.
+    ``pids_hidden``: nvidia-smi shows memory but no processes (a container), so an
+    orphaned ``sglang::`` process started after the launch counts as on the GPUs.
     """
     me = psutil.Process()
     protected = {me.pid} | {p.pid for p in me.parents()}
-    found = {
-        p.pid: p
-        for p in tree
-        if p.pid not in protected and process.is_running(p.pid, p.create_time())
-    }
+    # psutil checks the start time too: a reused pid is not the process listed
+    found = {p.pid: p for p in tree if p.pid not in protected and _live(p)}
     on_gpus = {app.pid for app in inv.on(gpus)} if inv is not None else set()
     on_port = {p.pid for p in port_listeners(handle.port)} if handle.port else set()
     for proc in psutil.process_iter():
@@ -152,14 +152,13 @@ def left_behind(
         if not looks_like_sglang(proc) or not _started_after(proc, handle):
             continue
         try:
-            serves_port = proc.pid in on_port or port_arg(proc.cmdline()) == handle.port
+            cmdline = proc.cmdline()
         except _GONE:
             continue
-        if (
-            (serves_port or proc.pid in on_gpus)
-            and _orphaned(proc)
-            and process.is_running(proc.pid)
-        ):
+        serves_port = proc.pid in on_port or port_arg(cmdline) == handle.port
+        renamed = " ".join(cmdline).startswith("sglang::")
+        on_target = proc.pid in on_gpus or (pids_hidden and renamed)
+        if (serves_port or on_target) and _orphaned(proc) and _live(proc):
             found[proc.pid] = proc
     return list(found.values())
 
@@ -216,7 +215,10 @@ def stop_server(
     group = process.kill_group(handle.pgid, grace_s)
     report.terminated, report.killed = group.terminated, group.killed
     process.reap(handle.pid)
-    leftovers = left_behind(handle, tree, targets, inv)
+    hidden = inv is not None and inv.pids_hidden(targets, slack_mib)
+    if hidden:
+        report.notes.append("nvidia-smi lists no processes (container?): orphans found by name")
+    leftovers = left_behind(handle, tree, targets, inv, hidden)
     if leftovers:
         report.leftovers = [describe(p) for p in leftovers]
         log.warning("server %d left processes outside its group: %s", handle.pid, report.leftovers)

@@ -255,9 +255,10 @@ def scheduler_pid(host: Host) -> int:
         "and keeps ~120 GB on its GPU when its server group is stopped"
     ),
     outcome=(
-        "the teardown itself finds it (the launch's tag in its environment), SIGTERM then "
-        "SIGKILL, and waits until the GPU's memory is back; its report says how much was "
-        "released, so no sweep ends with the GPU full"
+        "the teardown itself finds it (a descendant of the launcher, listed before the group "
+        "kill; by GPU or port if the launcher died first), SIGTERM then SIGKILL, and waits "
+        "until the GPU's memory is back; its report says how much was released, so no sweep "
+        "ends with the GPU full"
     ),
 )
 def test_teardown_kills_what_the_server_left_behind_and_waits_for_its_memory(host, tmp_path):
@@ -296,6 +297,27 @@ def test_teardown_after_the_launcher_died_finds_its_orphan_by_gpu(host, tmp_path
         report = server.teardown()
     assert report is not None and report.leftover_pids == [orphan] and not alive(orphan)
     assert report.release_s is not None and host.used(0) == 0
+
+
+def test_teardown_in_a_container_finds_a_dead_launchers_orphan_by_name(
+    host, tmp_path, monkeypatch
+):
+    """nvidia-smi lists no PIDs (a container) and the launcher died first: the orphaned
+    sglang:: process of this user started after the launch is still found."""
+    monkeypatch.setenv("SPECSWEEP_SIM_GPU_HIDE_PIDS", "1")
+    config = orphan_config(tmp_path, free_port())
+    with variant_server(config, BASELINE, "hidden") as server:
+        server.kill_stale()
+        handle = server.launch()
+        server.wait_for_health()
+        orphan = scheduler_pid(host)
+        os.kill(handle.pid, signal.SIGKILL)
+        end = time.monotonic() + 10
+        while psutil.Process(orphan).ppid() == handle.pid and time.monotonic() < end:
+            time.sleep(0.05)
+        report = server.teardown()
+    assert report is not None and report.leftover_pids == [orphan] and not alive(orphan)
+    assert any("found by name" in n for n in report.notes) and host.used(0) == 0
 
 
 def test_teardown_leaves_another_servers_processes_alone(host, tmp_path):
