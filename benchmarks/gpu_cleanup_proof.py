@@ -332,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print("C) stop_server on a running server: its group, what it left outside, its memory")
         port = free_port()
-        launcher, ranks = start_ours(d, port, gpu, ns.gib, ns.simulate)
+        fresh = d / "c"  # its own ready files: B's still name B's (dead) processes
+        fresh.mkdir()
+        launcher, ranks = start_ours(fresh, port, gpu, ns.gib, ns.simulate)
         ours = [launcher, *ranks.values()]
         started += ours
         outside = [pid for pid in ours if os.getpgid(pid) != launcher]  # a group kill misses

@@ -242,6 +242,14 @@ def orphan_config(tmp_path: Path, port: int, **server: object) -> SweepConfig:
     return parse_config(data)
 
 
+def crash_launcher(launcher: int, orphan: int) -> None:
+    """SIGKILL the launcher; wait until its orphan is reparented (out of its tree)."""
+    os.kill(launcher, signal.SIGKILL)
+    end = time.monotonic() + 10
+    while psutil.Process(orphan).ppid() == launcher and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 def scheduler_pid(host: Host) -> int:
     (pid,) = [a.pid for a in host.inv.charged() if alive(a.pid)]
     assert psutil.Process(pid).cmdline()[0].startswith("sglang::scheduler")  # tp 1: no _TP0
@@ -290,10 +298,7 @@ def test_teardown_after_the_launcher_died_finds_its_orphan_by_gpu(host, tmp_path
         handle = server.launch()
         server.wait_for_health()
         orphan = scheduler_pid(host)
-        os.kill(handle.pid, signal.SIGKILL)
-        end = time.monotonic() + 10
-        while psutil.Process(orphan).ppid() == handle.pid and time.monotonic() < end:
-            time.sleep(0.05)
+        crash_launcher(handle.pid, orphan)
         report = server.teardown()
     assert report is not None and report.leftover_pids == [orphan] and not alive(orphan)
     assert report.release_s is not None and host.used(0) == 0
@@ -311,10 +316,7 @@ def test_teardown_in_a_container_finds_a_dead_launchers_orphan_by_name(
         handle = server.launch()
         server.wait_for_health()
         orphan = scheduler_pid(host)
-        os.kill(handle.pid, signal.SIGKILL)
-        end = time.monotonic() + 10
-        while psutil.Process(orphan).ppid() == handle.pid and time.monotonic() < end:
-            time.sleep(0.05)
+        crash_launcher(handle.pid, orphan)
         report = server.teardown()
     assert report is not None and report.leftover_pids == [orphan] and not alive(orphan)
     assert any("found by name" in n for n in report.notes) and host.used(0) == 0
