@@ -221,3 +221,20 @@ def test_run_comparison_names_the_host_and_cards_that_changed():
     changes = environment_changes(a, b)
     assert changes["gpu_host"] == ("gpu-a.lan", "gpu-b.lan")
     assert changes["gpu_uuids"] == ("GPU-a0", "GPU-b0")
+
+
+def test_the_cli_summary_and_the_report_give_one_answer_on_a_fleet_run():
+    """summarize() (the CLI summary, the run's summary artifact) is a view of the answer:
+    on a fleet run it uses the same target per variant and the same variant order."""
+    from specsweep.analysis.summary import summarize
+    from specsweep.report.markdown import summary_markdown
+
+    levels = frame(died_midway())
+    summary, answer = summarize(levels), analyze(levels, RUN)
+    assert summary.throughput.equals(answer.throughput)
+    assert list(summary.throughput.columns) == list(answer.throughput.columns)
+    best = answer.best[["concurrency", "best_variant", "speedup"]]
+    assert summary.best[["concurrency", "best_variant", "speedup"]].equals(best)
+    assert summary.failed_levels.empty  # gpu-a's dead level is not this answer's
+    markdown = summary_markdown(RUN, summary, {})
+    assert "Failed levels" not in markdown and f"{answer.throughput.iat[0, 1]:,.1f}" in markdown
