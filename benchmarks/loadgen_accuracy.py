@@ -37,8 +37,8 @@ from tests.unit.loadgen.accuracy import (  # noqa: E402
     STUB_ARGS,
     cpu_wait_ms,
     errors,
-    fetch_log,
     p99_abs,
+    sent_entries,
 )
 from tests.unit.loadgen.stub_util import stub_process  # noqa: E402
 
@@ -50,7 +50,6 @@ def measure(url: str, concurrency: int, n_requests: int, runs: int) -> dict:
     load = LoadSpec(
         input_len=16, output_len=OUTPUT_LEN, requests_per_level=n_requests, request_timeout_s=30
     )
-    fetch_log(url, 0)
     p99s: dict[str, list[float]] = {k: [] for k in (*METRICS, "late")}
     waits = []
     for _ in range(runs):
@@ -59,7 +58,8 @@ def measure(url: str, concurrency: int, n_requests: int, runs: int) -> dict:
         waits.append(cpu_wait_ms() - before)
         if result.metrics.completed != n_requests:
             raise SystemExit(f"c={concurrency}: {result.metrics.completed}/{n_requests} completed")
-        err = errors(list(result.records), fetch_log(url, n_requests), load, concurrency)
+        records = list(result.records)
+        err = errors(records, sent_entries(url, records, load, concurrency))
         for k in p99s:
             p99s[k].append(p99_abs(err[k]))
     medians = {k: statistics.median(v) for k, v in p99s.items()}

@@ -35,21 +35,38 @@ STUB_ARGS = ("--precise", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(GAP_MS),
 METRICS = ("stamp", "ttft", "itl", "tpot", "itl_inj", "raw_gap", "late")
 
 
-def fetch_log(url: str, n_requests: int, timeout_s: float = 30) -> list[dict]:
-    """The stub's entries for the last `n_requests` requests (fetching empties its log).
-
-    A stream's entry is logged after its last ``sendall`` returns, which can be after the
-    client has read that chunk: wait for all of them.
-    """
+def fetch_log(url: str) -> list[dict]:
+    """What the stub sent since the last fetch (fetching empties its log)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    log: list[dict] = []
+    with opener.open(f"{url}/stub/log", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def sent_entries(
+    url: str, records: list[RequestRecord], load: LoadSpec, c: int, timeout_s: float = 30
+) -> dict[int, dict]:
+    """The stub's log entry of each measured request, by record index.
+
+    An entry is matched by the request's first 8 input ids and by arriving while the
+    request ran (every run of a level sends the same prompts). The stub logs a stream
+    after its last ``sendall`` returns, which can be after the client has read that
+    chunk and moved on: this waits for every entry. Entries of other requests (the
+    warmup) are dropped.
+    """
+    prompts = make_input_ids(len(records), load.input_len, level_seed(load.seed, c))
+    by_key = {tuple(prompts[r.index][:8]): r for r in records}
+    found: dict[int, dict] = {}
     deadline = time.monotonic() + timeout_s
-    while len(log) < n_requests and time.monotonic() < deadline:
-        with opener.open(f"{url}/stub/log", timeout=10) as resp:
-            log += json.loads(resp.read())
-        if len(log) < n_requests:
+    while len(found) < len(records) and time.monotonic() < deadline:
+        for entry in fetch_log(url):
+            r = by_key.get(tuple(entry["key"]))
+            if r is not None and r.start <= entry["arrived"] <= r.end:
+                found[r.index] = entry
+        if len(found) < len(records):
             time.sleep(0.05)
-    return log
+    missing = sorted({r.index for r in records} - set(found))
+    assert not missing, f"the stub logged no send for requests {missing} in {timeout_s} s"
+    return found
 
 
 def stamp_delay(arrival: float, sent: float, done: float) -> float:
@@ -57,14 +74,12 @@ def stamp_delay(arrival: float, sent: float, done: float) -> float:
     return arrival - done if arrival > done else min(arrival - sent, 0.0)
 
 
-def errors(records: list[RequestRecord], log: list[dict], load: LoadSpec, c: int) -> dict:
+def errors(records: list[RequestRecord], entries: dict[int, dict]) -> dict:
     """Per-sample errors (ms) of one run, the differences to the injected values, and
-    the stub's lateness."""
-    prompts = make_input_ids(len(records), load.input_len, level_seed(load.seed, c))
-    by_key = {tuple(entry["key"]): entry for entry in log}
+    the stub's lateness; `entries` from `sent_entries`."""
     out: dict[str, list[float]] = {k: [] for k in METRICS}
     for r in records:
-        sent = by_key[tuple(prompts[r.index][:8])]
+        sent = entries[r.index]
         assert r.ok and len(sent["sent"]) == len(r.chunk_times) == 6, r.error
         assert r.chunk_tokens == CYCLE * 2
         d = [stamp_delay(*x) for x in zip(r.chunk_times, sent["sent"], sent["done"], strict=True)]

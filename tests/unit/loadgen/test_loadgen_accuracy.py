@@ -42,8 +42,8 @@ from tests.unit.loadgen.accuracy import (
     TTFT_MS,
     cpu_wait_ms,
     errors,
-    fetch_log,
     p99_abs,
+    sent_entries,
 )
 from tests.unit.loadgen.stub_util import stub_process
 
@@ -64,7 +64,6 @@ def test_timings_match_what_was_sent(precise_stub: str, concurrency: int, n_requ
     load = LoadSpec(
         input_len=16, output_len=OUTPUT_LEN, requests_per_level=n_requests, request_timeout_s=30
     )
-    fetch_log(precise_stub, 0)  # start from an empty log
     runs, waits, first = [], [], []
     for _ in range(RUNS):
         before = cpu_wait_ms()
@@ -72,8 +71,7 @@ def test_timings_match_what_was_sent(precise_stub: str, concurrency: int, n_requ
         waits.append(round(cpu_wait_ms() - before, 1))
         assert result.metrics.completed == n_requests
         records = list(result.records)
-        log = fetch_log(precise_stub, n_requests)
-        runs.append(errors(records, log, load, concurrency))
+        runs.append(errors(records, sent_entries(precise_stub, records, load, concurrency)))
         first += [(r.chunk_times[0] - r.start) * 1e3 for r in records]
     p99s = {k: [round(p99_abs(run[k]), 3) for run in runs] for k in runs[0]}
     medians = {k: [round(percentile(run[k], 50), 3) for run in runs] for k in runs[0]}
