@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -35,19 +35,21 @@ from tests.prefect_server import BIN, PrefectServer, start_process, stop_process
 
 pytestmark = pytest.mark.e2e
 
-RUN = "fleet-e2e"
 HOSTS = ("gpu-a", "gpu-b")  # alive (until gpu-b is killed)
 VICTIM = "gpu-b"
 BROKEN = "gpu-c"
 
 
 def _write_project(root: Path) -> tuple[dict, dict]:
+    """The sweep and fleet files; the fleet's work pool is this test's own (the server is
+    shared by the session: another test's workers must not count here)."""
     sweep = sim_config_data(root, free_port(), step_sweep={"num_steps": [1, 2, 3]})
     sweep["load"]["concurrency"] = [1, 2]
     unreachable = {"kind": "ssh", "host": "127.0.0.1", "port": free_port(),
                    "connect_attempts": 1, "connect_timeout_s": 3}  # fmt: skip
     fleet = {
         "name": "e2e-lab",
+        "pool": f"fleet-e2e-{uuid.uuid4().hex[:8]}",
         "heartbeat_s": 30,  # Prefect's minimum
         "lost_after_s": 40,
         "max_attempts": 4,  # a variant may meet the broken host, then the lost one
@@ -98,6 +100,7 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     pg_prefect: PrefectServer, tmp_path: Path
 ):
     sweep, fleet = _write_project(tmp_path)
+    run_id = f"fleet-e2e-{uuid.uuid4().hex[:6]}"  # this test's runs, whatever ran before
     env = pg_prefect.env
     deployed = pg_prefect.cli(
         "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
@@ -130,18 +133,18 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     runner = None
     try:
         _wait(
-            lambda: len(pg_prefect.post("/work_pools/specsweep-fleet/workers/filter", {})) == 3,
+            lambda: len(pg_prefect.post(f"/work_pools/{fleet['pool']}/workers/filter", {})) == 3,
             240, "the hosts' workers", tmp_path / f"worker-{VICTIM}.log",
         )  # fmt: skip
         runner = start_process(
             [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
-             "--run-id", RUN],
+             "--run-id", run_id],
             env, tmp_path, sweep_log,
         )  # fmt: skip
         store = ResultsStore(sweep["results_dir"])
         # The victim holds its target (a server is starting or measuring) when it dies.
         victim_variant = _wait(
-            lambda: next((v for v, t, _ in store.read_phase_files(RUN) if t == VICTIM), None),
+            lambda: next((v for v, t, _ in store.read_phase_files(run_id) if t == VICTIM), None),
             240, f"a variant on {VICTIM}", sweep_log,
         )  # fmt: skip
         killed_at = time.time()
@@ -156,8 +159,14 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     assert f"{victim_variant} lost with host {VICTIM}" in log
     assert f"lost with host {BROKEN} (Failed: " in log and "HostUnavailable" in log
 
+    # This sweep's flow run (by its run_id parameter) and the variant runs under it.
+    sweeps = pg_prefect.post("/flow_runs/filter", {"flows": {"name": {"any_": ["fleet-sweep"]}}})
+    (parent,) = [r for r in sweeps if r["parameters"].get("run_id") == run_id]
+    variant_runs = pg_prefect.post(
+        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [parent["id"]]}}}
+    )
+
     # Every variant completed exactly once, the victim's on the surviving host.
-    variant_runs = pg_prefect.flow_runs("fleet-variant/fleet-variant")
     by_label: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for run in variant_runs:
         label, _, host = run["name"].removeprefix("fleet-variant/").partition("@")
@@ -175,14 +184,13 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
 
     # The zombie automation watches fleet hosts' runs only: the sweep itself (default
     # 180 s heartbeats, running longer than lost_after_s) was never marked Crashed.
-    (parent,) = pg_prefect.post("/flow_runs/filter", {"flows": {"name": {"any_": ["fleet-sweep"]}}})
     states = pg_prefect.get(f"/flow_run_states/?flow_run_id={parent['id']}")
     assert "CRASHED" not in {s["type"] for s in states} and parent["state_type"] == "COMPLETED"
 
     # No two servers ever held one host at the same time (recorded start/stop times);
     # the victim's server never recorded a stop: it ends when the host died.
     spans: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
-    for variant, target, phases in store.read_phase_files(RUN):
+    for variant, target, phases in store.read_phase_files(run_id):
         end = phases.get("held_until_unix", killed_at if target == VICTIM else None)
         assert end is not None, (variant, target, phases)
         spans[target].append((phases["held_from_unix"], end, variant))
@@ -194,14 +202,14 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
 
     # One store: every level of every variant measured OK on one host; a level the
     # victim measured before it died is kept beside the re-run's, not overwritten.
-    levels = store.read_levels(RUN)
+    levels = store.read_levels(run_id)
     assert not levels.duplicated(["variant", "concurrency", "target"]).any()
     ok = levels[levels["status"] == "ok"]
     for label in labels:
         hosts = ok[ok["variant"] == label].groupby("target")["concurrency"].apply(set)
         assert any(c == {1, 2} for c in hosts), (label, hosts)
     assert set(levels["target"]) <= set(HOSTS)
-    run_row = store.read_run(RUN)
+    run_row = store.read_run(run_id)
     assert run_row["status"] == "completed" and run_row["target"] == "e2e-lab"
     assert not json.loads(run_row["variant_errors"] or "{}")
 
@@ -215,8 +223,11 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
             assert not any(psutil.pid_exists(e["pid"]) for e in entries), entries
         else:
             assert entries == []
-    assert os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL") is None  # the test's own env
-    assert pg_prefect.database_url and pg_prefect.database_url.startswith("postgresql")
+    # The server kept every one of these runs in PostgreSQL, read from the cluster itself.
+    assert pg_prefect.pg is not None
+    ids = ", ".join(f"'{r['id']}'" for r in [parent, *variant_runs])
+    stored = pg_prefect.pg.sql(f"SELECT count(*) FROM flow_run WHERE id IN ({ids})")
+    assert int(stored) == 1 + len(variant_runs)
 
 
 def test_cancelling_a_fleet_sweep_cancels_its_variants_and_stops_their_servers(

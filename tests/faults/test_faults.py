@@ -3,12 +3,11 @@ HTTP and real processes: what specsweep observes, and that nothing measured is l
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -188,46 +187,97 @@ def test_full_disk_is_refused_before_launch(tmp_path):
     assert "MiB free, the sweep may write" in _in_tiny_disk(tmp_path, "4m")
 
 
+# A writer that SIGKILLs itself inside its sixth write under the results root: every file
+# opened for writing there (whichever way: io.open, os.fdopen, Path.open, os.write) gets
+# half the bytes, flushed, then the process dies before the write returns. The first
+# five writes are left alone and complete.
 _WRITER = textwrap.dedent(
     """
-    import sys
+    import builtins, io, json, os, signal, sys
     from specsweep.results.store import ResultsStore
-    store = ResultsStore(sys.argv[1])
-    rows = [{"schema_version": 1, "run_id": "r", "sweep_kind": "k", "target": "t",
-             "variant": "v", "concurrency": 1, "repeat": 0, "index": i, "output_tokens": 400,
-             "chunk_offsets_ms": [0.5 * j for j in range(400)]} for i in range(500)]
-    print("writing", flush=True)
-    n = 0
-    while True:
-        store.write_requests("r", "v", n % 50, "t", rows)
-        n += 1
+    from tests.synthetic_levels import level_row
+
+    root = os.path.realpath(sys.argv[1])
+    armed = False
+
+    def die_inside(path, data, write_part):
+        half = len(data) // 2
+        write_part(data[:half])
+        print(json.dumps({"path": path, "written": half, "size": len(data)}), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def ours(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        return path if path.startswith(root + os.sep) else None
+
+    class Dying:
+        def __init__(self, fh, path):
+            self.fh, self.path = fh, path
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            return self.fh.__exit__(*exc)
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+        def write(self, data):
+            die_inside(self.path, bytes(data), lambda part: (self.fh.write(part), self.fh.flush()))
+
+    real_open, real_write = io.open, os.write
+
+    def open_(file, mode="r", *args, **kwargs):
+        fh = real_open(file, mode, *args, **kwargs)
+        path = ours(fh.fileno()) if armed and set(mode) & set("wax+") else None
+        return Dying(fh, path) if path else fh
+
+    def write_(fd, data):
+        path = ours(fd) if armed else None
+        if path:
+            die_inside(path, bytes(data), lambda part: real_write(fd, part))
+        return real_write(fd, data)
+
+    io.open = builtins.open = open_
+    os.write = write_
+
+    store = ResultsStore(root)
+    for c in range(6):
+        armed = c == 5
+        store.write_level(level_row("r", "v", c, 100.0 * (c + 1), target="t"))
+    print("the sixth write returned", flush=True)
     """
 )
 
 
 @fault(
     "Writer killed mid-write",
-    injected="SIGKILL of a process writing 500-row request files in a loop",
-    outcome="every file under its final name is a complete, readable Parquet file; only "
-    "hidden `.tmp` files can be partial, and readers never see them",
+    injected="SIGKILL of a process inside a level file's write, half its bytes on disk "
+    "(the write is wrapped in that process only)",
+    outcome="the half-written bytes are in a hidden `.tmp` file; every file under its final "
+    "name is complete, readers (`read_levels`) see only those, and the killed level is not "
+    "measured (`has_level` is false: a resume measures it again)",
 )
 def test_a_writer_killed_mid_write_leaves_no_partial_file(tmp_path):
     root = tmp_path / "results"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(root)], stdout=subprocess.PIPE, text=True
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
     )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
-    files = root / "requests" / "r"
-    deadline = time.monotonic() + 120
-    while len(list(files.glob("v__*.parquet"))) < 5:
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.05)  # most likely in the middle of a write now
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    finals = sorted(files.glob("*.parquet"))
-    assert finals and all(not p.name.startswith(".") for p in finals)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    died = json.loads(proc.stdout.splitlines()[-1])
+    partial = Path(died["path"])
+    # The kill landed inside the write: part of the file's bytes are on disk.
+    assert 0 < partial.stat().st_size == died["written"] < died["size"]
+    folder = root.resolve() / "levels" / "r"
+    assert partial.parent == folder
+    assert partial.name.startswith(".") and partial.suffix == ".tmp", partial.name
+    finals = sorted(folder.glob("*.parquet"))
+    assert sorted(folder.iterdir()) == sorted([*finals, partial])
+    assert [p.name for p in finals] == [f"v__c{c:05d}@t.parquet" for c in range(5)]
     for path in finals:
-        assert pq.read_table(path).num_rows == 500
-    frame = ResultsStore(root).read_requests("r")
-    assert len(frame) == 500 * len(finals)
+        assert pq.read_table(path).num_rows == 1
+    store = ResultsStore(root)
+    levels = store.read_levels("r")
+    assert sorted(levels["concurrency"]) == [0, 1, 2, 3, 4]
+    assert not store.has_level("r", "v", 5, "t") and not store.has_level("r", "v", 5)

@@ -10,7 +10,6 @@ sent to the host, payloads decoded.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import secrets
@@ -20,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from prefect.client.orchestration import get_client
+from prefect.states import State
 from typer.testing import CliRunner
 
 from flows.step_sweep import step_sweep
@@ -29,7 +28,7 @@ from specsweep.cli import app
 from specsweep.config.file import parse_config
 from specsweep.targets.ssh.session import SshSession
 from tests.conftest import sim_config_data
-from tests.flows.test_ssh_sweep import _all_logs
+from tests.flows.api_records import run_artifacts, run_logs
 from tests.flows.test_step_sweep_flow import no_server_left
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow, pytest.mark.integration]
@@ -47,13 +46,12 @@ def _sweep_data(tmp_path: Path, port: int, tokens: dict[str, str]) -> dict[str, 
     return data
 
 
-async def _artifacts_text() -> str:
-    async with get_client() as client:
-        artifacts = await client.read_artifacts()
-    return "\n".join(f"{a.key} {a.description} {a.data}" for a in artifacts)
-
-
-def _assert_nowhere(tokens: dict[str, str], roots: list[Path], results_dir: Path) -> None:
+def _assert_nowhere(
+    tokens: dict[str, str], roots: list[Path], results_dir: Path, state: State, log_dir: Path
+) -> None:
+    """`state`: the sweep's final state; its flow run's logs and artifacts (and its
+    subflows') are searched, flushed first. `log_dir`: where this run's server logs are,
+    which the launch log line names."""
     files = [p for root in roots for p in root.rglob("*") if p.is_file()]
     assert any(p.suffix == ".parquet" for p in files) and any(p.suffix == ".log" for p in files)
     for path in files:
@@ -65,11 +63,14 @@ def _assert_nowhere(tokens: dict[str, str], roots: list[Path], results_dir: Path
         assert len(frame)
         text = frame.astype(str).to_csv()
         assert not [t for t in tokens.values() if t in text], table
-    logs = asyncio.run(_all_logs())
-    assert "launched baseline" in logs and "HF_TOKEN=***" in logs
+    run_id = state.result()["run_id"]
+    logs = run_logs(state)
+    assert f"run {run_id}: 2 variants" in logs  # this run's lines, not an earlier test's
+    assert f"log: {log_dir}/logs/{run_id}/baseline.log" in logs and "HF_TOKEN=***" in logs
     assert not [t for t in tokens.values() if t in logs]
-    artifacts = asyncio.run(_artifacts_text())
-    assert artifacts and not [t for t in tokens.values() if t in artifacts]
+    artifacts = run_artifacts(state)
+    assert f"step-sweep-summary run {run_id}" in artifacts
+    assert not [t for t in tokens.values() if t in artifacts]
 
 
 def _report(results_dir: Path, run_id: str, out: Path) -> list[Path]:
@@ -90,8 +91,8 @@ def test_tokens_in_env_never_leak_from_a_local_sweep(tmp_path, port):
     run_id = state.result()["run_id"]
     assert no_server_left(port)
     _report(config.results_dir, run_id, tmp_path / "report")
-    _assert_nowhere(tokens, [tmp_path / "results", tmp_path / "work", tmp_path / "report"],
-                    config.results_dir)  # fmt: skip
+    roots = [tmp_path / "results", tmp_path / "work", tmp_path / "report"]
+    _assert_nowhere(tokens, roots, config.results_dir, state, tmp_path / "work")
 
 
 def _decoded_payloads(command: str) -> list[str]:
@@ -129,4 +130,5 @@ def test_tokens_in_env_never_leak_from_an_ssh_sweep(tmp_path, port, sshd, monkey
     for command in commands:
         for text in [command, *_decoded_payloads(command)]:
             assert not [t for t in tokens.values() if t in text], command[:200]
-    _assert_nowhere(tokens, [tmp_path / "results", tmp_path / "remote"], config.results_dir)
+    roots = [tmp_path / "results", tmp_path / "remote"]
+    _assert_nowhere(tokens, roots, config.results_dir, state, tmp_path / "remote")

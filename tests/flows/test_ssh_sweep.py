@@ -3,30 +3,20 @@ with the key read from a Prefect Secret block and never written anywhere."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 from prefect.blocks.system import Secret
-from prefect.client.orchestration import get_client
 
 from flows.step_sweep import step_sweep
 from flows.target_lock import ensure_target_limit
 from specsweep.config.file import parse_config
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
+from tests.flows.api_records import run_logs
 from tests.flows.test_step_sweep_flow import no_server_left
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow, pytest.mark.integration]
-
-
-async def _all_logs() -> str:
-    """Every log line the Prefect API holds: the sweep's, its subflows' and tasks'."""
-    lines: list[str] = []
-    async with get_client() as client:
-        while batch := await client.read_logs(limit=200, offset=len(lines)):
-            lines += [log.message for log in batch]
-    return "\n".join(lines)
 
 
 def test_step_sweep_on_an_ssh_target_with_the_key_in_a_secret_block(tmp_path, port, sshd):
@@ -52,5 +42,6 @@ def test_step_sweep_on_an_ssh_target_with_the_key_in_a_secret_block(tmp_path, po
     for path in [*config.results_dir.rglob("*"), *(tmp_path / "remote").rglob("*.log")]:
         if path.is_file():
             assert secret_line.encode() not in path.read_bytes(), path
-    logs = asyncio.run(_all_logs())
-    assert "launched baseline" in logs and secret_line not in logs
+    logs = run_logs(state)  # this run's and its subflows', flushed
+    assert f"log: {tmp_path}/remote/logs/{run_id}/baseline.log" in logs
+    assert secret_line not in logs

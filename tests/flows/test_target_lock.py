@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 
 import pytest
 from prefect.concurrency.sync import concurrency
@@ -15,26 +16,38 @@ from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
 from specsweep.errors import TargetLockMissing
 from specsweep.results.rows import RunContext
+from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
 
+def _own_target() -> str:
+    """A target no other test (nor a rerun of this one) has a limit for: the Prefect
+    harness lives for the whole session."""
+    return f"lock-{uuid.uuid4().hex[:8]}"
+
+
 def test_a_missing_limit_stops_the_run_and_says_how_to_create_it(tmp_path, port):
-    data = sim_config_data(tmp_path, port, target={"name": "Host B/7"})
+    target = _own_target()
+    data = sim_config_data(tmp_path, port, target={"name": f"Host B/{target}"})
     config = parse_config(data)
-    assert target_lock_name(config) == "specsweep-target-host-b-7"
+    name = f"specsweep-target-host-b-{target}"
+    assert target_lock_name(config) == name
     with pytest.raises(TargetLockMissing, match=r"specsweep limits create -c"):
         benchmark_variant(config, BASELINE, RunContext("no-limit", "step_sweep", "t", "x"))
     assert not (config.target.workdir / "logs").exists()  # nothing was launched
-    assert ensure_target_limit("specsweep-target-host-b-7") is True
-    assert ensure_target_limit("specsweep-target-host-b-7") is False  # idempotent
+    assert ensure_target_limit(name) is True
+    assert ensure_target_limit(name) is False  # idempotent
 
 
 def test_a_second_flow_waits_until_the_target_is_free(tmp_path, port, caplog):
-    config = parse_config(sim_config_data(tmp_path, port, load={"concurrency": [1]}))
-    ctx = RunContext("lock-run", "step_sweep", "t", "test-host")
+    target = _own_target()
+    data = sim_config_data(tmp_path, port, load={"concurrency": [1]}, target={"name": target})
+    config = parse_config(data)
+    assert ensure_target_limit(target_lock_name(config)) is True
+    ctx = RunContext("lock-run", "step_sweep", "t", target)
     result: dict[str, object] = {}
 
     def second_flow() -> None:
@@ -47,13 +60,14 @@ def test_a_second_flow_waits_until_the_target_is_free(tmp_path, port, caplog):
         deadline = time.monotonic() + 30
         while "is busy" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert "target test-host is busy" in caplog.text
+        assert f"target {target} is busy" in caplog.text
         time.sleep(1.0)
         assert not (config.target.workdir / "logs").exists()  # still waiting: no launch
         released = time.time()
     thread.join(timeout=60)
     assert not thread.is_alive()
     assert len(result["rows"]) == 1  # type: ignore[arg-type]
-    log = config.target.workdir / "logs" / "lock-run" / "baseline.log"
-    assert log.stat().st_mtime >= released  # launched only after the slot was free
+    # The flow records when it began to hold the target, before kill-stale and launch.
+    held = ResultsStore(config.results_dir).read_phases("lock-run")["baseline"]
+    assert released <= held["held_from_unix"] <= held["held_until_unix"]
     assert LocalRunner(config.target.workdir).state.entries() == []

@@ -304,9 +304,7 @@ def test_teardown_after_the_launcher_died_finds_its_orphan_by_gpu(host, tmp_path
     assert report.release_s is not None and host.used(0) == 0
 
 
-def test_teardown_in_a_container_finds_a_dead_launchers_orphan_by_name(
-    host, tmp_path, monkeypatch
-):
+def test_teardown_in_a_container_finds_a_dead_launchers_orphan_by_name(host, tmp_path, monkeypatch):
     """nvidia-smi lists no PIDs (a container) and the launcher died first: the orphaned
     sglang:: process of this user started after the launch is still found."""
     monkeypatch.setenv("SPECSWEEP_SIM_GPU_HIDE_PIDS", "1")

@@ -162,7 +162,9 @@ def test_each_error_has_one_pinned_message(tmp_path, case):
 
 def test_known_hosts_is_not_required_when_host_keys_are_not_verified(tmp_path):
     target = {**SSH, "verify_host_key": False, "known_hosts": "/nonexistent/kh"}
-    parse_config(_bad(tmp_path, free_port(), lambda d: d.update(target=target)))
+    config = parse_config(_bad(tmp_path, free_port(), lambda d: d.update(target=target)))
+    assert config.target.verify_host_key is False
+    assert str(config.target.known_hosts) == "/nonexistent/kh"  # kept, not dropped
 
 
 def _nothing_started(tmp_path: Path, port: int) -> None:

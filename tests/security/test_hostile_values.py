@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from specsweep.config import LocalTarget, check_run_id
@@ -209,8 +209,9 @@ def test_accepted_names_keep_logs_and_results_inside_their_folders(name, run_id)
 @example(run_id="run\n")
 @example(run_id="-rf")
 def test_run_ids_that_would_escape_their_folder_are_refused(run_id):
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._=-]{0,127}", run_id):
-        return  # an ordinary id (hypothesis rarely builds one from hostile pieces)
+    # An ordinary id is not the case here (hypothesis rarely builds one from hostile pieces);
+    # assume() lets Hypothesis report it if it filters too many.
+    assume(not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._=-]{0,127}", run_id))
     with pytest.raises(ConfigError, match=r"run id .*: use letters, digits"):
         check_run_id(run_id)
     with pytest.raises(ConfigError, match="run id"):
@@ -252,8 +253,7 @@ _OWNED_SPELLINGS = sorted(o for o, a in _ACTIONS.items() if a.dest in _OWNED_DES
 def test_flags_specsweep_owns_are_refused_in_extra_args(spelling, cut, joined, where):
     flag = spelling[: max(cut, 4)]
     dests = _resolves_to(flag)
-    if not (dests and dests <= _OWNED_DESTS):
-        return  # resolves to a flag of sglang's own (or to nothing)
+    assume(dests and dests <= _OWNED_DESTS)  # not a flag of sglang's own (nor nothing)
     args = [f"{flag}=1"] if joined else [flag, "1"]
     data = _config(extra_args=args) if where == "server" else _config()
     if where == "variant":

@@ -4,14 +4,21 @@ value, whichever section holds it: server, step_sweep, topk_sweep or a variant."
 from __future__ import annotations
 
 import json
+import uuid
 
+import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specsweep.config import SweepConfig, secrets
 from specsweep.config.file import parse_config
+from specsweep.config.plan import BASELINE
 from specsweep.errors import ConfigError
 from specsweep.results.runs import redacted_config_json
+from tests.conftest import sim_config_data
+from tests.integration.sim_server import launched
+from tests.integration.test_cleanup import listening
 
 SECRET_NAMES = st.sampled_from(
     ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD"]
@@ -51,15 +58,57 @@ def test_secret_flag_values_are_hidden_but_token_counts_are_not():
     ]  # fmt: skip
 
 
-def test_env_secret_references_are_resolved_only_at_launch(monkeypatch):
-    from specsweep.config import secrets
+def _launched_env(config: SweepConfig) -> tuple[dict[str, str], str]:
+    """Launch the config's baseline server, read its environment and its log, and stop
+    it whatever happens: the one place this file starts a server."""
+    with launched(config, BASELINE, "secret-ref") as server:
+        assert server.handle is not None
+        return psutil.Process(server.handle.pid).environ(), server.handle.log_path.read_text()
 
-    monkeypatch.setattr(secrets, "_resolver", {"hf": "hf_value"}.__getitem__)
-    env = {"HF_TOKEN": "secret:hf", "PLAIN": "x"}
-    assert secrets.resolve_env(env) == {"HF_TOKEN": "hf_value", "PLAIN": "x"}
-    monkeypatch.setattr(secrets, "_resolver", None)
-    with pytest.raises(ConfigError, match=r"env\.HF_TOKEN names a secret"):
-        secrets.resolve_env(env)
+
+@pytest.mark.integration
+def test_env_secret_references_are_resolved_only_at_launch(tmp_path, port):
+    """The configuration (and what is stored of it) keeps `secret:hf`; the secret store is
+    asked once, by the launch, and only the server process's environment holds the value."""
+    value = f"hf_{uuid.uuid4().hex}"
+    asked: list[str] = []
+
+    def store(name: str) -> str:  # the secret store the flows plug in (Prefect Secret blocks)
+        asked.append(name)
+        return {"hf": value}[name]
+
+    data = sim_config_data(tmp_path, port)
+    data["server"]["env"]["HF_TOKEN"] = "secret:hf"
+    previous = secrets._resolver
+    secrets.set_secret_resolver(store)
+    try:
+        config = parse_config(data)
+        parameter = config.model_dump_json()  # what Prefect stores as the flow run's parameter
+        recorded = redacted_config_json(config)  # what the runs table stores
+        assert asked == []  # nothing resolved before the launch
+        environ, log = _launched_env(config)
+    finally:
+        secrets.set_secret_resolver(previous)
+    assert asked == ["hf"]
+    assert environ["HF_TOKEN"] == value
+    assert config.server.env["HF_TOKEN"] == "secret:hf"
+    assert '"HF_TOKEN":"secret:hf"' in parameter and value not in parameter
+    assert value not in recorded and value not in log and "HF_TOKEN=***" in log
+
+
+@pytest.mark.integration
+def test_a_secret_reference_without_a_secret_store_launches_nothing(tmp_path, port):
+    data = sim_config_data(tmp_path, port)
+    data["server"]["env"]["HF_TOKEN"] = "secret:hf"
+    config = parse_config(data)
+    previous = secrets._resolver
+    secrets.set_secret_resolver(None)
+    try:
+        with pytest.raises(ConfigError, match=r"env\.HF_TOKEN names a secret"):
+            _launched_env(config)
+    finally:
+        secrets.set_secret_resolver(previous)
+    assert not listening(port)
 
 
 def test_plain_secret_values_are_found_for_a_warning():

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -24,10 +26,10 @@ SPEC_FLAGS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def sim_server(log: Path) -> Iterator[str]:
+    """A speculative simulator, ready; its base URL. It must exit 0 on SIGTERM."""
     port = free_port()
-    log = tmp_path_factory.mktemp("sim") / "server.log"
     proc = spawn(port, *SPEC_FLAGS, log=log, SPECSWEEP_SIM_SEED="1")
     try:
         base = f"http://127.0.0.1:{port}"
@@ -37,6 +39,13 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         assert proc.wait(5) == 0
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Shared by the tests that only read or add traffic; none of them resets its state."""
+    with sim_server(tmp_path_factory.mktemp("sim") / "server.log") as base:
+        yield base
 
 
 def generate(url: str, n: int, stream: bool) -> requests.Response:
@@ -194,7 +203,15 @@ def test_many_concurrent_streams_beyond_the_running_cap(url):
     assert asyncio.run(main()) == [24] * 96  # 48 run, 48 queue, all complete
 
 
-def test_flush_cache_resets_the_lifetime_accept_length(url):
-    assert requests.post(url + "/flush_cache", timeout=5).status_code == 200
-    state = requests.get(url + "/server_info", timeout=5).json()["internal_states"][0]
-    assert state["avg_spec_accept_length"] == 0.0
+def test_flush_cache_resets_the_lifetime_accept_length(tmp_path):
+    """On a server of its own: the flush would change what other tests read."""
+
+    def accept_length(url: str) -> float:
+        info = requests.get(url + "/server_info", timeout=5).json()
+        return info["internal_states"][0]["avg_spec_accept_length"]
+
+    with sim_server(tmp_path / "server.log") as url:
+        assert generate(url, 16, stream=False).status_code == 200
+        assert accept_length(url) > 1.0
+        assert requests.post(url + "/flush_cache", timeout=5).status_code == 200
+        assert accept_length(url) == 0.0

@@ -8,6 +8,15 @@ from specsweep.config import secrets
 from specsweep.errors import ConfigError
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_plugged_in_store():
+    """Put back whatever store was plugged in (the flows plug in Prefect's Secret blocks with
+    `use_prefect_secrets()`): a later test in this process may read secrets through it."""
+    previous = secrets._resolver
+    yield
+    secrets.set_secret_resolver(previous)
+
+
 @pytest.fixture
 def store():
     values = {"hf": "hf_abc"}
@@ -18,8 +27,7 @@ def store():
         return values[name]
 
     secrets.set_secret_resolver(resolver)
-    yield values
-    secrets.set_secret_resolver(None)
+    return values
 
 
 def test_references_resolve_and_plain_values_pass(store):

@@ -109,22 +109,32 @@ def test_abort_removes_a_request():
     assert drop.completion_tokens < 10_000
 
 
-def test_stream_interval_notifies_every_n_steps():
-    async def main() -> int:
+@pytest.mark.parametrize(
+    ("interval", "seen"),
+    [
+        (1, list(range(1, 22))),
+        (5, [1, 6, 11, 16, 21]),  # first token, then every 5 steps, then the end
+        (7, [1, 8, 15, 21]),  # the end is sent whatever the interval
+    ],
+)
+def test_stream_interval_notifies_every_n_steps(interval, seen):
+    """A reader that takes each wakeup at once sees exactly the chunks the scheduler
+    emitted (one event loop: its wakeup runs before the scheduler's next step)."""
+
+    async def main() -> list[int]:
         engine = Engine(P, None, max_running_requests=4, time_scale=0.001)
-        req = SimRequest(prompt_tokens=4, max_new_tokens=21, stream=True, stream_interval=5)
+        req = SimRequest(prompt_tokens=4, max_new_tokens=21, stream=True, stream_interval=interval)
         engine.start()
         engine.submit(req)
-        wakeups = 0
+        lengths = []
         while not req.finished:
             await req.event.wait()
             req.event.clear()
-            wakeups += 1
-            await asyncio.sleep(0.05)  # a slow reader coalesces, a fast one sees each chunk
+            lengths.append(req.completion_tokens)
         await engine.stop()
-        return wakeups
+        return lengths
 
-    assert asyncio.run(main()) <= 6  # first token, then every 5 steps, then the end
+    assert asyncio.run(main()) == seen
 
 
 def test_simulated_time_is_respected():
