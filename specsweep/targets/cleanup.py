@@ -123,20 +123,32 @@ def describe(proc: psutil.Process, gpu_mib: dict[int, int] | None = None) -> str
     return f"pid {proc.pid} (user {user}{'; ' + held if held else ''}): {text}"
 
 
-def port_listeners(port: int) -> list[psutil.Process]:
-    procs = []
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+def port_listeners(port: int, attempts: int = 5) -> list[psutil.Process]:
+    """The processes listening on the port.
+
+    A socket seen before its owner can be named (a process that is starting or exiting
+    right then: psutil maps sockets to processes through /proc, not atomically) is
+    looked at again; one that stays unnamed belongs to a process this user cannot see.
+    """
+    for attempt in range(attempts):
+        procs, unnamed = [], False
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr.port != port:
+                continue
             if conn.pid is None:
-                raise StaleProcessError(
-                    f"port {port} is in use by a process this user cannot see; "
-                    "free it or choose another server.port"
-                )
+                unnamed = True
+                continue
             try:
                 procs.append(psutil.Process(conn.pid))
             except psutil.NoSuchProcess:
                 continue
-    return procs
+        if not unnamed:
+            return procs
+        time.sleep(0.05 * 2**attempt)
+    raise StaleProcessError(
+        f"port {port} is in use by a process this user cannot see; "
+        "free it or choose another server.port"
+    )
 
 
 def _recorded_groups(runner: HasLaunchState) -> set[int]:
