@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,20 @@ from specsweep.config.file import parse_config
 settings.register_profile("specsweep", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "specsweep"))
+
+
+def _stop_the_session(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"pytest got signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM or SIGHUP (a `timeout`, a CI job cancelled, a closed terminal) would end
+    pytest at once, and every server, sshd, Prefect server and PostgreSQL cluster a test
+    started would outlive it. As KeyboardInterrupt they unwind: `finally` blocks and
+    fixture finalizers stop what they started."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _stop_the_session)
 
 
 def free_port() -> int:

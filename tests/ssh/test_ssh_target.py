@@ -80,13 +80,13 @@ def test_lifecycle_over_ssh(tmp_path, port, sshd):
 
 def test_kill_stale_over_ssh_stops_a_leftover_server(tmp_path, port, sshd):
     config = ssh_config(tmp_path, port, sshd)
-    server = variant_server(config, BASELINE, "leftover")
-    server.kill_stale()
-    handle = server.launch()
-    ssh.host_for(config.target).close()  # the orchestrator that started it is gone
-    report = kill_stale_servers(config)
-    assert handle.pid in report.killed_pids
-    assert not _alive(handle.pid)
+    with variant_server(config, BASELINE, "leftover") as server:  # its exit: the safety net
+        server.kill_stale()
+        handle = server.launch()
+        ssh.host_for(config.target).close()  # the orchestrator that started it is gone
+        report = kill_stale_servers(config)
+        assert handle.pid in report.killed_pids
+        assert not _alive(handle.pid)
 
 
 def test_crash_while_loading_fails_fast_with_the_log_tail(tmp_path, port, sshd):
