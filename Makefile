@@ -14,8 +14,11 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
 	$(VENV)/bin/specsweep demo
 
+# Two workers by default: most tests wait on processes and the network, not the CPU.
+# `make test PYTEST_WORKERS=0` runs serially; any pytest flags go in PYTEST_ARGS.
+PYTEST_WORKERS ?= 2
 test: install refclients  ## The whole test suite.
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # SGLang's own benchmark clients in their own venv, for the protocol-agreement test.
 refclients: $(UV)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from hypothesis import settings
 
@@ -26,14 +28,27 @@ def _stop_the_session(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"pytest got signal {signum}")
 
 
+def _stop_the_workers(signum: int, frame: object) -> None:
+    """The xdist controller: its workers hold the servers, and it would SIGKILL them on
+    its way out; they get the signal first and are given time to unwind."""
+    for worker in psutil.Process().children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.send_signal(signum)
+    raise KeyboardInterrupt(f"pytest got signal {signum}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM or SIGHUP (a `timeout`, a CI job cancelled, a closed terminal) would end
     pytest at once, and every server, sshd, Prefect server and PostgreSQL cluster a test
     started would outlive it. As KeyboardInterrupt they unwind: `finally` blocks and
-    fixture finalizers stop what they started."""
+    fixture finalizers stop what they started. Under xdist the controller passes the
+    signal on to its workers and waits for them."""
+    controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(
+        config, "workerinput"
+    )
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) == signal.SIG_DFL:
-            signal.signal(sig, _stop_the_session)
+            signal.signal(sig, _stop_the_workers if controller else _stop_the_session)
 
 
 def free_port() -> int:
@@ -102,3 +117,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With `-n`, the e2e tests share one worker: their Prefect server and PostgreSQL
+    cluster start once."""
+    for item in items:
+        if item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.xdist_group("e2e"))

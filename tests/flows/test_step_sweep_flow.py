@@ -106,6 +106,7 @@ def test_a_port_conflict_is_relaunched_then_reported(tmp_path, port):
     assert no_server_left(port)
 
 
+@pytest.mark.xdist_group("orphans")
 def test_a_sweep_ends_with_the_gpus_memory_back_and_says_so(tmp_path, port, monkeypatch):
     """Orphaned schedulers on every variant (sglang issue 23627): after the last variant's
     teardown nothing of ours holds the GPU, and the run says what it held before and after."""

@@ -35,7 +35,7 @@ from tests.integration.sim_server import variant_server
 from tests.integration.test_cleanup import LISTEN, listening
 from tests.needs import missing
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("orphans")]
 
 H200_MIB = 143771
 

@@ -220,6 +220,7 @@ def test_a_bare_remote_python_is_a_config_error_naming_the_module(tmp_path, port
         kill_stale_servers(config)
 
 
+@pytest.mark.xdist_group("orphans")
 def test_teardown_over_ssh_kills_the_orphaned_scheduler_and_waits_for_its_memory(
     tmp_path, port, sshd
 ):

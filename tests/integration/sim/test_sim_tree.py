@@ -23,7 +23,7 @@ from tests.integration.sim.sim_proc import (
     wait_until,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("orphans")]
 
 TP2 = ("sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1")
 
