@@ -23,9 +23,11 @@ TREE = textwrap.dedent(
     import os, signal, subprocess, sys, time
     stubborn = sys.argv[1] == "stubborn"
     handler = "signal.SIG_IGN" if stubborn else "signal.SIG_DFL"
+    # One write per line: the server runs unbuffered (PYTHONUNBUFFERED=1), and print()
+    # writes the line and its newline apart, so two children's lines could interleave.
     child = (
-        f"import signal, time; signal.signal(signal.SIGTERM, {handler}); "
-        "print('child up', flush=True); time.sleep(600)"
+        f"import os, signal, time; signal.signal(signal.SIGTERM, {handler}); "
+        "os.write(1, b'child up\\\\n'); time.sleep(600)"
     )
     kids = [subprocess.Popen([sys.executable, "-c", child]) for _ in range(2)]
     print("launcher up", os.getpid(), flush=True)
