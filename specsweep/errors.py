@@ -5,6 +5,9 @@ into these at the boundary that calls them, so a caller catches one family::
 
     SpecsweepError
     ├── ConfigError (ValueError)      bad input: nothing was launched; exit code 2
+    │   └── UnsupportedByVersion      the target's sglang lacks a flag the config needs
+    ├── VariantMisconfigured          the server ran something else than the variant says
+    ├── PolicyExportRefused           a run's measurements cannot become a tier config
     ├── ServerStartError              the server did not become ready (carries its log tail)
     │   ├── ServerDiedError           it exited while we waited (`transient`: relaunch helps)
     │   └── ServerStartTimeout        it stayed alive but never became ready
@@ -41,6 +44,22 @@ class SpecsweepError(Exception):
 
 class ConfigError(SpecsweepError, ValueError):
     """A configuration that cannot run; the message says what to change."""
+
+
+class UnsupportedByVersion(ConfigError):
+    """The target's sglang is too old (or too new) for a flag the sweep needs; the
+    message names the version found and the one that has it."""
+
+
+class VariantMisconfigured(SpecsweepError):
+    """The server runs something else than the variant claims (sglang logged that it
+    fell back to static speculation): measuring it would put a number under a false
+    name, so the variant fails instead. A relaunch does not help."""
+
+
+class PolicyExportRefused(SpecsweepError):
+    """A run's measurements cannot be turned into an engine config; the message says why
+    (tree variants, no baseline, levels too noisy) and what to measure instead."""
 
 
 class ServerStartError(SpecsweepError):
@@ -180,6 +199,7 @@ __all__ = [
     "GpuQueryError",
     "HostUnavailable",
     "LoadError",
+    "PolicyExportRefused",
     "RegressionDetected",
     "RemoteError",
     "ServerDiedError",
@@ -195,5 +215,7 @@ __all__ = [
     "StaleProcessError",
     "SweepFailed",
     "TargetLockMissing",
+    "UnsupportedByVersion",
+    "VariantMisconfigured",
     "WireError",
 ]

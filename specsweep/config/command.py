@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,17 +49,35 @@ def effective_max_running_requests(server: ServerSpec, variant: Variant) -> int 
     return variant.max_running_requests or server.max_running_requests
 
 
+# sglang's log timestamps carry milliseconds with it: the adaptive trace (which step count
+# ran when) is read from the server log's "Switch adaptive runtime state" lines.
+LOG_MS_ENV = "SGLANG_LOG_MS"
+
+
 def variant_env(server: ServerSpec, variant: Variant) -> dict[str, str]:
     env = {**server.env, **variant.env}
     if variant.spec_v2:
         env[SPEC_V2_ENV] = "True"
+    if variant.is_adaptive:
+        env.setdefault(LOG_MS_ENV, "1")
     return env
 
 
+def adaptive_config_path(variant: Variant, workdir: str) -> str | None:
+    """Where the variant's adaptive tiers file lives on the target (None: default tiers)."""
+    name = variant.adaptive.file_name() if variant.adaptive is not None else None
+    return None if name is None else f"{workdir.rstrip('/')}/{name}"
+
+
 def build_launch_command(
-    server: ServerSpec, variant: Variant, *, default_python: str | None = None
+    server: ServerSpec,
+    variant: Variant,
+    *,
+    default_python: str | None = None,
+    workdir: str = ".specsweep",
 ) -> LaunchCommand:
-    """``default_python``: the interpreter when server.python is unset (an SSH target's)."""
+    """``default_python``: the interpreter when server.python is unset (an SSH target's);
+    ``workdir``: the target's workdir, where an adaptive variant's tiers file is written."""
     argv: list[str] = [
         *server.launch_prefix,
         python_for(server, default_python),
@@ -82,17 +101,38 @@ def build_launch_command(
             argv += ["--speculative-draft-model-path", variant.draft_model_path]
         argv += [
             "--speculative-num-steps",
-            str(variant.num_steps),
+            str(variant.resolved_num_steps),
             "--speculative-eagle-topk",
-            str(variant.topk),
+            str(variant.resolved_topk),
             "--speculative-num-draft-tokens",
             str(variant.resolved_num_draft_tokens),
         ]
+        if variant.adaptive is not None:
+            argv.append("--speculative-adaptive")
+            path = adaptive_config_path(variant, workdir)
+            if path is not None:
+                argv += ["--speculative-adaptive-config", path]
     argv += [*server.extra_args, *variant.extra_args]
     return LaunchCommand(argv=tuple(argv), env=variant_env(server, variant))
 
 
-def command_for(config: SweepConfig, variant: Variant) -> LaunchCommand:
-    """The command a sweep runs for a variant on its target (an SSH host's python)."""
+def target_workdir(config: SweepConfig) -> str:
+    """The target's workdir as the server sees it: absolute on this machine; an SSH
+    host's as configured (relative to the remote home) unless resolved by the host."""
+    if isinstance(config.target, SshTarget):
+        return config.target.workdir
+    return str(Path(config.target.workdir).resolve())
+
+
+def command_for(
+    config: SweepConfig, variant: Variant, workdir: str | None = None
+) -> LaunchCommand:
+    """The command a sweep runs for a variant on its target (an SSH host's python);
+    ``workdir``: the target's resolved workdir (default: `target_workdir`)."""
     remote = config.target.python if isinstance(config.target, SshTarget) else None
-    return build_launch_command(config.server, variant, default_python=remote)
+    return build_launch_command(
+        config.server,
+        variant,
+        default_python=remote,
+        workdir=workdir or target_workdir(config),
+    )

@@ -27,7 +27,12 @@ _OWNED_FLAGS = (
     "--max-running-requests",
     "--served-model-name",
 )
-_OWNED_PREFIXES = ("--speculative-algorithm", "--speculative-draft-model", "--speculative-num-")
+_OWNED_PREFIXES = (
+    "--speculative-algorithm",
+    "--speculative-draft-model",
+    "--speculative-num-",
+    "--speculative-adaptive",
+)
 _OWNED_EXACT = ("--speculative-eagle-topk",)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._=-]{0,79}$")
@@ -85,6 +90,12 @@ _OWNED_SPELLED = (
 def _check_extra_args(args: list[str]) -> list[str]:
     for arg in args:
         flag = arg.split("=", 1)[0]
+        if flag.startswith("--speculative-adaptive"):
+            raise ValueError(
+                f"{flag} is set by specsweep from the variant's `adaptive` field (true for "
+                "sglang's default tiers, or {tiers: {...}}), so the variant's name, checks "
+                "and results say it runs adaptive; set that instead of passing the flag"
+            )
         owned = flag in _OWNED_FLAGS or flag in _OWNED_EXACT or flag in _OWNED_ALIASES
         if owned or flag.startswith(_OWNED_PREFIXES):
             raise ValueError(

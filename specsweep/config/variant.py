@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 
+from typing import Annotated
+
 from pydantic import Field, field_validator, model_validator
 
+from specsweep.config.adaptive import ADAPTIVE_ALGORITHMS, AdaptiveValue
 from specsweep.config.common import (
     _VARIANT_NAME,
     SPEC_V2_ENV,
@@ -32,7 +35,11 @@ class Variant(_Model):
         None, description="--speculative-algorithm; empty for the baseline."
     )
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
-    num_steps: PositiveInt | None = Field(None, description="--speculative-num-steps.")
+    num_steps: Annotated[int, Field(ge=0)] | None = Field(
+        None,
+        description="--speculative-num-steps (>= 1; an adaptive variant may start at 0). "
+        "Adaptive: one of the tiers' candidates, default the middle one (as sglang).",
+    )
     topk: PositiveInt | None = Field(None, description="--speculative-eagle-topk.")
     num_draft_tokens: PositiveInt | None = Field(
         None,
@@ -43,6 +50,12 @@ class Variant(_Model):
     )
     max_running_requests: PositiveInt | None = Field(
         None, description="Overrides the server's --max-running-requests for this variant."
+    )
+    adaptive: AdaptiveValue = Field(
+        None,
+        description="SGLang's adaptive speculation (--speculative-adaptive, sglang >= 0.5.11): "
+        "true for the engine's default tiers, {tiers: {1: [3], 8: [1], 32: [0]}} for yours, "
+        "or the path of an sglang adaptive config file. EAGLE/EAGLE3 with topk 1 only.",
     )
     env: EnvMap = Field(default_factory=dict, description="Extra environment for this variant.")
     extra_args: ExtraArgs = Field(default_factory=list, description="Further sglang flags.")
@@ -71,6 +84,8 @@ class Variant(_Model):
         }
         if self.algorithm is None:
             given = [k for k, v in spec_fields.items() if v is not None]
+            if self.adaptive is not None:
+                given.append("adaptive")
             if given or self.spec_v2:
                 raise ValueError(
                     f"{', '.join(given) or 'spec_v2'} set without an algorithm; "
@@ -79,10 +94,17 @@ class Variant(_Model):
             return self
         if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE") and not self.draft_model_path:
             raise ValueError(f"{self.algorithm} needs draft_model_path")
+        if self.adaptive is not None:
+            return self._adaptive_rules()
         if self.num_steps is None or self.topk is None:
             raise ValueError(
                 "set num_steps and topk together (sglang fails with a bare AssertionError "
                 "when steps is missing, and picks hidden defaults when all are missing)"
+            )
+        if self.num_steps < 1:
+            raise ValueError(
+                "num_steps must be at least 1 (0, no drafting, exists only as an adaptive "
+                "tier's candidate)"
             )
         chain = self.num_steps + 1
         tree_max = self.num_steps * self.topk + 1
@@ -108,16 +130,68 @@ class Variant(_Model):
             )
         return self
 
+    def _adaptive_rules(self) -> Variant:
+        """sglang's own rules for --speculative-adaptive, which it enforces late or by
+        silently running static (adaptive_unsupported_reason, _init_adaptive_speculative_params)."""
+        assert self.adaptive is not None
+        if self.algorithm not in ADAPTIVE_ALGORITHMS:
+            raise ValueError(
+                f"adaptive: sglang runs adaptive speculation with EAGLE or EAGLE3 only; with "
+                f"algorithm {self.algorithm} it logs 'speculative_adaptive disabled' and runs "
+                "static. Use EAGLE3 (or EAGLE), or remove adaptive"
+            )
+        if self.topk not in (None, 1):
+            raise ValueError(
+                f"adaptive: sglang's adaptive speculation needs topk=1 (a chain); got "
+                f"topk={self.topk}, with which it falls back to static params. Set topk: 1 "
+                "or leave it out"
+            )
+        union = self.adaptive.candidate_steps
+        if self.num_steps is not None and self.num_steps not in union:
+            raise ValueError(
+                f"adaptive: num_steps={self.num_steps} is not among the tiers' candidate "
+                f"steps {union} (sglang refuses it); pick one of them or leave num_steps out "
+                f"(sglang then starts at {self.adaptive.initial_steps})"
+            )
+        steps = self.resolved_num_steps
+        assert steps is not None
+        if self.num_draft_tokens not in (None, steps + 1):
+            raise ValueError(
+                f"adaptive: sglang sets num_draft_tokens = num_steps + 1 = {steps + 1}; got "
+                f"{self.num_draft_tokens}. Leave it out"
+            )
+        return self
+
     @property
     def is_baseline(self) -> bool:
         return self.algorithm is None
 
     @property
-    def resolved_num_draft_tokens(self) -> int | None:
-        if self.algorithm is None or self.num_steps is None:
+    def is_adaptive(self) -> bool:
+        return self.adaptive is not None and self.algorithm is not None
+
+    @property
+    def resolved_num_steps(self) -> int | None:
+        """The steps the server starts at (an adaptive variant's default: the middle candidate)."""
+        if self.algorithm is None:
             return None
-        if self.topk == 1:
-            return self.num_steps + 1
+        if self.num_steps is None and self.adaptive is not None:
+            return self.adaptive.initial_steps
+        return self.num_steps
+
+    @property
+    def resolved_topk(self) -> int | None:
+        if self.algorithm is None:
+            return None
+        return 1 if self.adaptive is not None and self.topk is None else self.topk
+
+    @property
+    def resolved_num_draft_tokens(self) -> int | None:
+        steps = self.resolved_num_steps
+        if self.algorithm is None or steps is None:
+            return None
+        if self.resolved_topk == 1:
+            return steps + 1
         return self.num_draft_tokens
 
     @property
@@ -159,13 +233,21 @@ class Variant(_Model):
     @property
     def label(self) -> str:
         """The variant's stable name: the given one, else derived from its parameters
-        (``eagle3-s2-k1-d3``, ``-v2`` on the spec v2 path, `settings_suffix` last)."""
+        (``eagle3-s2-k1-d3``; adaptive: ``eagle3-adaptive-default`` for sglang's tiers,
+        ``eagle3-adaptive-<6 hex of the tiers' hash>``; ``-v2`` on the spec v2 path,
+        `settings_suffix` last)."""
         if self.name:
             return self.name
         if self.algorithm is None:
             return "baseline" + self.settings_suffix
+        v2 = "-v2" if self.uses_spec_v2 else ""
+        if self.adaptive is not None:
+            label = f"{self.algorithm.lower()}-adaptive-{self.adaptive.name_part}"
+            if self.num_steps is not None and self.num_steps != self.adaptive.initial_steps:
+                label += f"-s{self.num_steps}"
+            return label + v2 + self.settings_suffix
         label = (
             f"{self.algorithm.lower()}-s{self.num_steps}-k{self.topk}"
             f"-d{self.resolved_num_draft_tokens}"
         )
-        return label + ("-v2" if self.uses_spec_v2 else "") + self.settings_suffix
+        return label + v2 + self.settings_suffix
