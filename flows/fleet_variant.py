@@ -25,6 +25,7 @@ from specsweep.config.fleet import (
 from specsweep.errors import HostUnavailable
 from specsweep.results.rows import RunContext
 from specsweep.targets.preflight import check_host, mark_unavailable
+from tasks.server import check_sglang_version
 
 FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
 KIND = "fleet-sweep"
@@ -71,6 +72,7 @@ def fleet_variant(
     logger.info(
         "%s on host %s (%s, %s GPU(s))", variant.label, host.name, facts.gpu_name, facts.gpu_count
     )
+    check_sglang_version(host_config, [variant])  # hosts of one fleet may differ
     ctx = RunContext(run_id, KIND.replace("-", "_"), config.name, host.name)
     with tags(HOST_TAG):  # the nested run is watched for heartbeats too
         return benchmark_variant(host_config, variant, ctx, force=force)

@@ -17,6 +17,7 @@ from flows.run_records import begin_run, finish_run, first_line, run_config
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
+from tasks.server import check_sglang_version
 
 
 def run_sweep(
@@ -30,6 +31,7 @@ def run_sweep(
     """Benchmark each variant in its own subflow; a failed variant is recorded and the
     sweep goes on (unless config.stop_on_failure), and nothing measured is ever lost."""
     logger = get_run_logger()
+    check_sglang_version(config, variants)  # a flag the target's sglang lacks: before any launch
     ctx, started = begin_run(config, variants, kind, run_id, config.target.name)
     errors: dict[str, str] = {}
     skipped: list[str] = []

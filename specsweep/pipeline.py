@@ -18,6 +18,7 @@ decides the order, the retries and the lock.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -29,11 +30,12 @@ from specsweep import progress
 from specsweep.config import LoadSpec, ServerSpec, SweepConfig, Target, Variant
 from specsweep.config.command import LaunchCommand, command_for
 from specsweep.config.secrets import resolve_env
-from specsweep.errors import ServerDiedError
+from specsweep.errors import ServerDiedError, VariantMisconfigured
 from specsweep.results.phases import Phases
 from specsweep.results.rows import RunContext, level_row, request_rows
 from specsweep.results.store import ResultsStore
 from specsweep.targets import host_for
+from specsweep.targets.adaptive_trace import AdaptiveTrace, adaptive_initialized, fallback_reason
 from specsweep.targets.cleanup import CleanupReport
 from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness, ReadyReport
@@ -105,17 +107,24 @@ class VariantServer:
         self.last_teardown: TeardownReport | None = None
         self.phases = Phases()
         self._held: dict[str, float] = {}
+        self.trace: AdaptiveTrace | None = None  # an adaptive server's step counts, from its log
+        self._log_offset = 0
 
     @classmethod
     def for_variant(cls, config: SweepConfig, variant: Variant, ctx: RunContext) -> VariantServer:
-        """Everything a variant's life needs, derived once from the sweep's config."""
+        """Everything a variant's life needs, derived once from the sweep's config.
+
+        A variant with an adaptive tiers file names it by the target's resolved workdir
+        (an SSH host's is asked once), so the server finds it whatever its cwd."""
+        host = host_for(config.target)
+        needs_file = variant.adaptive is not None and variant.adaptive.file_name() is not None
         return cls(
-            host_for(config.target),
+            host,
             config.target,
             config.server,
             config.load,
             variant,
-            command_for(config, variant),
+            command_for(config, variant, host.workdir() if needs_file else None),
             ResultsStore(config.results_dir),
             ctx,
         )
@@ -192,6 +201,7 @@ class VariantServer:
         self._require("launch", ServerState.CLEANED)
         with self.phases.timed("launch_to_ready_s"):
             log_path = self.host.log_path(self.ctx.run_id, self.label)
+            self._write_adaptive_config()
             with_values = LaunchCommand(self.command.argv, resolve_env(self.command.env))
             self.handle = self.host.start(with_values, log_path, self.server.port)
         self.state = ServerState.LAUNCHED
@@ -208,8 +218,50 @@ class VariantServer:
         with self.phases.timed("launch_to_ready_s"):
             report = self.host.wait_ready(self.handle, self.server, on_progress)
             self.facts = self.host.facts(self.server)
+            self._start_trace()
         self.state = ServerState.READY
         return report
+
+    # --- adaptive speculation ------------------------------------------------------
+    def _write_adaptive_config(self) -> None:
+        """The variant's tiers file, where its command line says (on the target)."""
+        spec = self.variant.adaptive
+        config = spec.sglang_config() if spec is not None else None
+        if config is None:
+            return
+        argv = list(self.command.argv)
+        path = argv[argv.index("--speculative-adaptive-config") + 1]
+        self.host.write_file(path, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+
+    def _read_log(self) -> str:
+        assert self.handle is not None
+        text, self._log_offset = self.host.read_log(self.handle, self._log_offset)
+        return text
+
+    def _start_trace(self) -> None:
+        """An adaptive variant: fail when sglang fell back to static params, else follow
+        its step counts from the log (see targets/adaptive_trace.py)."""
+        if not self.variant.is_adaptive:
+            return
+        self._log_offset = 0
+        startup = self._read_log()
+        reason = fallback_reason(startup)
+        if reason is not None:
+            raise VariantMisconfigured(
+                f"{self.label}: sglang disabled adaptive speculation ({reason}) and runs "
+                "static params; not measured under an adaptive name. Fix the variant (EAGLE/"
+                "EAGLE3, topk 1; see the log) or remove adaptive"
+            )
+        steps = self.variant.resolved_num_steps
+        assert steps is not None
+        self.trace = AdaptiveTrace(steps)
+        self.trace.skip(startup)
+        if not adaptive_initialized(startup):
+            log.warning(
+                "%s: the server log has no 'AdaptiveSpeculativeParams initialized' line (log "
+                "level above info?): the level rows will not say which step counts ran",
+                self.label,
+            )
 
     def benchmark_level(
         self, concurrency: int, on_progress: LevelProgress | None = None
@@ -230,13 +282,23 @@ class VariantServer:
 
         with self.phases.timed("benchmark_s"):
             both(0, self.load.num_requests(concurrency))  # the bar appears when it starts
+            if self.trace is not None:
+                self.trace.skip(self._read_log())  # what ran between levels is no level's
             result = self.host.run_level(self.server, concurrency, self.load, both)
+            shares = self.trace.level_shares(self._read_log()) if self.trace else None
             rows = request_rows(self.ctx, self.label, concurrency, result)
             self.store.write_requests(
                 self.ctx.run_id, self.label, concurrency, self.ctx.target, rows
             )
             row = level_row(
-                self.ctx, self.server, self.variant, self.load, self.facts, result, self.command
+                self.ctx,
+                self.server,
+                self.variant,
+                self.load,
+                self.facts,
+                result,
+                self.command,
+                shares,
             )
             self.store.write_level(row)
         return row
@@ -264,6 +326,7 @@ class VariantServer:
             )
         self.handle = None
         self.facts = None
+        self.trace = None
         self.last_teardown = report
         self.state = ServerState.STOPPED
         return report

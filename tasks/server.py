@@ -11,11 +11,13 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
+from specsweep.config import SweepConfig, Variant
 from specsweep.errors import SpecsweepError
 from specsweep.pipeline import VariantServer
 from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness
 from specsweep.targets.server_facts import ServerFacts
+from specsweep.targets.sglang_version import check_target_version
 from specsweep.targets.teardown import TeardownReport
 
 
@@ -89,3 +91,13 @@ def teardown_server(server: VariantServer) -> TeardownReport | None:
         logger = get_run_logger()
         (logger.info if report.memory_back else logger.warning)(report.summary())
     return report
+
+
+@task(name="check-sglang-version", cache_policy=NO_CACHE)
+def check_sglang_version(config: SweepConfig, variants: list[Variant]) -> str | None:
+    """Ask the target which sglang it has before any launch, when a variant needs a flag
+    that only some versions have (adaptive speculation); a missing one fails the sweep."""
+    version = check_target_version(config, variants)
+    if version is not None:
+        get_run_logger().info("target %s has sglang %s", config.target.name, version)
+    return version

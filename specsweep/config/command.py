@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from specsweep.config import SPEC_V2_ENV, ServerSpec, SshTarget, SweepConfig, Variant
 from specsweep.config.redact import redact_args, redact_env
@@ -124,9 +124,7 @@ def target_workdir(config: SweepConfig) -> str:
     return str(Path(config.target.workdir).resolve())
 
 
-def command_for(
-    config: SweepConfig, variant: Variant, workdir: str | None = None
-) -> LaunchCommand:
+def command_for(config: SweepConfig, variant: Variant, workdir: str | None = None) -> LaunchCommand:
     """The command a sweep runs for a variant on its target (an SSH host's python);
     ``workdir``: the target's resolved workdir (default: `target_workdir`)."""
     remote = config.target.python if isinstance(config.target, SshTarget) else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator

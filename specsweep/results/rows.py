@@ -60,10 +60,12 @@ def variant_columns(
         "model_path": server.model_path,
         "draft_model_path": variant.draft_model_path,
         "algorithm": variant.algorithm,
-        "num_steps": variant.num_steps,
-        "topk": variant.topk,
+        "num_steps": variant.resolved_num_steps,
+        "topk": variant.resolved_topk,
         "num_draft_tokens": variant.resolved_num_draft_tokens,
         "spec_v2": variant.uses_spec_v2,
+        "adaptive": variant.is_adaptive,
+        "adaptive_config": variant.adaptive.config_json() if variant.adaptive else None,
         "max_running_requests": effective_max_running_requests(server, variant),
         "tp": server.tp,
         "extra_args": json.dumps(redact_args([*server.extra_args, *variant.extra_args])),
@@ -80,7 +82,9 @@ def level_row(
     facts: ServerFacts,
     result: LevelResult,
     cmd: LaunchCommand | None = None,
+    steps_share: dict[int, float] | None = None,
 ) -> dict[str, Any]:
+    """``steps_share``: an adaptive server's share of the level's time at each step count."""
     c = result.metrics.concurrency
     return {
         **ctx.identity(),
@@ -101,7 +105,13 @@ def level_row(
         "started_at": result.started_at,
         "ended_at": result.ended_at,
         **result.metrics.as_dict(),
+        "adaptive_steps_share": None if steps_share is None else steps_share_json(steps_share),
     }
+
+
+def steps_share_json(share: dict[int, float]) -> str:
+    """`{"0": 0.08, "1": 0.92}`: step counts in order, shares rounded to 4 digits."""
+    return json.dumps({str(k): round(v, 4) for k, v in sorted(share.items())})
 
 
 def _wall(result: LevelResult, perf_time: float) -> datetime:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+# 2: levels gained adaptive, adaptive_config, adaptive_steps_share (older files read them null).
+SCHEMA_VERSION = 2
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -68,6 +69,8 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("topk", pa.int16()),
         pa.field("num_draft_tokens", pa.int16()),
         pa.field("spec_v2", pa.bool_(), nullable=False),
+        pa.field("adaptive", pa.bool_()),  # --speculative-adaptive (null in schema 1 files)
+        pa.field("adaptive_config", pa.string()),  # JSON of its tiers file; null: default tiers
         pa.field("max_running_requests", pa.int32()),
         pa.field("tp", pa.int16()),
         pa.field("extra_args", pa.string()),  # JSON list
@@ -82,6 +85,9 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("started_at", _UTC),
         pa.field("ended_at", _UTC),
         *METRIC_FIELDS,
+        # JSON: step count -> share of the level's time the server ran it (adaptive only),
+        # read from the server log's "Switch adaptive runtime state" lines.
+        pa.field("adaptive_steps_share", pa.string()),
     ],
     metadata={"specsweep.table": "levels", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )

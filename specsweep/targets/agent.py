@@ -115,6 +115,19 @@ def op_tail(p: dict[str, Any], emit: Emit) -> Any:
     return tail_file(Path(p["handle"]["log_path"]), int(p.get("lines", 20)))
 
 
+def op_read_log(p: dict[str, Any], emit: Emit) -> Any:
+    from specsweep.targets.handle import read_from
+
+    text, offset = read_from(Path(p["handle"]["log_path"]), int(p.get("offset", 0)))
+    return {"text": text, "offset": offset}
+
+
+def op_sglang_version(p: dict[str, Any], emit: Emit) -> Any:
+    from specsweep.targets.sglang_version import run_probe
+
+    return run_probe(list(p["argv"]), dict(p.get("env") or {}), str(p.get("where", "target")))
+
+
 def op_alive(p: dict[str, Any], emit: Emit) -> Any:
     from specsweep.targets import process
 
@@ -172,6 +185,8 @@ OPS: dict[str, Callable[[dict[str, Any], Emit], Any]] = {
     "facts": op_facts,
     "stop": op_stop,
     "tail": op_tail,
+    "read-log": op_read_log,
+    "sglang-version": op_sglang_version,
     "alive": op_alive,
     "watch": op_watch,
     "kill-op": op_kill_op,

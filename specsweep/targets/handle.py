@@ -34,3 +34,21 @@ def tail_file(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> list[s
         return []
     text = data.decode("utf-8", errors="replace").replace("\r", "\n")
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def read_from(path: Path, offset: int, max_bytes: int = 16 * 1024 * 1024) -> tuple[str, int]:
+    """The log written since byte ``offset`` (at most ``max_bytes``) and the new offset.
+
+    A reader that keeps the offset sees every byte once, whatever the log's size; a log
+    that shrank (rotated, rewritten) is read again from its start.
+    """
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            start = offset if 0 <= offset <= size else 0
+            fh.seek(start)
+            data = fh.read(max_bytes)
+    except FileNotFoundError:
+        return "", offset
+    return data.decode("utf-8", errors="replace").replace("\r", "\n"), start + len(data)

@@ -19,11 +19,12 @@ from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.targets import process
 from specsweep.targets.cleanup import CleanupReport, kill_stale
 from specsweep.targets.gpus import gpus_from_env
-from specsweep.targets.handle import ServerHandle, tail_file
+from specsweep.targets.handle import ServerHandle, read_from, tail_file
 from specsweep.targets.health import ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.launch_record import LaunchState
 from specsweep.targets.server_facts import ServerFacts, server_facts
+from specsweep.targets.sglang_version import probe_argv, probe_env, run_probe
 from specsweep.targets.teardown import TeardownReport, stop_server
 
 
@@ -170,3 +171,23 @@ class LocalHost:
 
     def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]:
         return self.runner.tail(handle, lines)
+
+    def workdir(self) -> str:
+        return str(self.runner.workdir.resolve())
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Atomically (temp file, then rename): a server never reads half a file."""
+        write_atomic(Path(path), data)
+
+    def read_log(self, handle: ServerHandle, offset: int) -> tuple[str, int]:
+        return read_from(handle.log_path, offset)
+
+    def sglang_version(self, server: ServerSpec) -> str:
+        return run_probe(probe_argv(server), probe_env(server), "this machine")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

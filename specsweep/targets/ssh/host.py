@@ -14,6 +14,7 @@ import io
 import json
 import math
 import threading
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness, ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.server_facts import ServerFacts
+from specsweep.targets.sglang_version import probe_argv, probe_env
 from specsweep.targets.ssh.session import SshSession
 from specsweep.targets.teardown import TeardownReport
 
@@ -197,6 +199,29 @@ class SshHost(SshSession):
 
     def tail(self, handle: ServerHandle, lines: int = 20) -> list[str]:
         return list(self.agent("tail", {**self._handle_payload(handle), "lines": lines}))
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Copied over SFTP to a temp name, then renamed: the server never reads half a file."""
+        limit = self.target.command_timeout_s
+        parent = path.rsplit("/", 1)[0] if "/" in path else "."
+        self.run(self._q("mkdir", "-p", parent), limit)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        self.connection().sftp().putfo(io.BytesIO(data), tmp)
+        rc, err = self.run(self._q("mv", "-f", tmp, path), limit)
+        if rc != 0:
+            raise RemoteError(f"{self.target.address}: cannot write {path}: {' '.join(err)}")
+
+    def read_log(self, handle: ServerHandle, offset: int) -> tuple[str, int]:
+        value = self.agent("read-log", {**self._handle_payload(handle), "offset": offset})
+        return str(value["text"]), int(value["offset"])
+
+    def sglang_version(self, server: ServerSpec) -> str:
+        payload = {
+            "argv": probe_argv(server, self.target.python),
+            "env": probe_env(server),
+            "where": self.target.address,
+        }
+        return str(self.agent("sglang-version", payload, private=True))
 
 
 _hosts: dict[str, SshHost] = {}
