@@ -28,7 +28,7 @@ from specsweep.config.common import (
 )
 from specsweep.config.load import LoadSpec
 from specsweep.config.server import LOOPBACK_HOSTS, WILDCARD_HOSTS, ServerSpec
-from specsweep.config.sweep import StepSweep, SweepConfig, TopkSweep
+from specsweep.config.sweep import PolicyVerification, StepSweep, SweepConfig, TopkSweep
 from specsweep.config.targets import LocalTarget, SshTarget, Target
 from specsweep.config.variant import Variant
 
@@ -39,6 +39,7 @@ __all__ = [
     "WILDCARD_HOSTS",
     "LoadSpec",
     "LocalTarget",
+    "PolicyVerification",
     "ServerSpec",
     "SpecAlgorithm",
     "SshTarget",

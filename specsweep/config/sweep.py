@@ -112,6 +112,45 @@ class TopkSweep(_Model):
         return min(self.num_steps * topk + 1, self.max_draft_tokens)
 
 
+def _verify_shorthand(value: object) -> object:
+    """`verify_policy: true` takes the defaults; false/null turns it off."""
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    return value
+
+
+class PolicyVerification(_Model):
+    """After the static variants: export the measured per-level answer as SGLang adaptive
+    tiers, launch that config as one more variant and measure it at every level."""
+
+    default_tiers: bool = Field(
+        True,
+        description="Also measure sglang's own default tiers (adaptive: true), so the "
+        "verdict says what the export gains over the engine's defaults.",
+    )
+    tolerance: float = Field(
+        0.03,
+        gt=0,
+        lt=0.5,
+        description="The exported config delivers when it reaches at least 1 - tolerance of "
+        "the best a tier config can reach at every level.",
+    )
+    tie_margin: float = Field(
+        0.01,
+        ge=0,
+        lt=0.5,
+        description="Step counts within this relative margin of the best (or within the "
+        "repeats' 2-sigma spread, if larger) are a near-tie, resolved to fewer steps.",
+    )
+    chains: list[str] = Field(
+        default_factory=list,
+        description="Variant names of the static topk-1 chains to export from; empty: every "
+        "one the run measured (they must come from one family).",
+    )
+
+
 class SweepConfig(_Model):
     """One sweep: where, which server, what load, which variants."""
 
@@ -134,6 +173,14 @@ class SweepConfig(_Model):
     variants: list[Variant] = Field(
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
+    )
+    verify_policy: Annotated[PolicyVerification | None, BeforeValidator(_verify_shorthand)] = (
+        Field(
+            None,
+            description="true: after the variants, export the measured answer as SGLang "
+            "adaptive tiers (sglang >= 0.5.11), launch it and verify it delivers the "
+            "per-level best (see docs/adaptive.md).",
+        )
     )
     stop_on_failure: bool = Field(
         False,

@@ -53,28 +53,44 @@ FEATURES: tuple[Feature, ...] = (
 )
 
 
-def needs_version_check(variants: list[Variant]) -> bool:
+def features_needed(
+    variants: list[Variant], verify_policy: bool = False
+) -> list[tuple[str, Feature]]:
+    """(who, feature) for each versioned feature the sweep will use. `verify_policy`
+    launches an adaptive config exported from the run's chains (on the spec v2 path
+    when they are)."""
+    out = [(v.label, f) for v in variants for f in FEATURES if f.needed_by(v)]
+    if verify_policy:
+        out.append(("verify_policy", FEATURES[0]))
+        if any(v.uses_spec_v2 and v.resolved_topk == 1 for v in variants):
+            out.append(("verify_policy", FEATURES[1]))
+    return out
+
+
+def needs_version_check(variants: list[Variant], verify_policy: bool = False) -> bool:
     """Only a sweep that asks for a versioned feature probes the target."""
-    return any(f.needed_by(v) for f in FEATURES for v in variants)
+    return bool(features_needed(variants, verify_policy))
 
 
-def check_version(variants: list[Variant], version_text: str | None, where: str) -> None:
+def check_version(
+    variants: list[Variant], version_text: str | None, where: str, verify_policy: bool = False
+) -> None:
     """Raise UnsupportedByVersion naming each variant whose flags `version_text` lacks."""
+    needed = features_needed(variants, verify_policy)
     version = parse_version(version_text or "")
     if version is None:
-        needed = sorted({f.what for f in FEATURES for v in variants if f.needed_by(v)})
         if needed:
+            what = sorted({f.what for _, f in needed})
             raise UnsupportedByVersion(
                 f"{where}: cannot tell which sglang it has (the probe said "
-                f"{version_text!r}), and {', '.join(needed)} needs a known version; check "
+                f"{version_text!r}), and {', '.join(what)} needs a known version; check "
                 "server.python (the interpreter that has sglang)"
             )
         return
     problems = [
-        f"{v.label} needs {f.what}, which sglang has from {shown(f.since)}{f.note}"
-        for v in variants
-        for f in FEATURES
-        if f.needed_by(v) and version < f.since
+        f"{who} needs {f.what}, which sglang has from {shown(f.since)}{f.note}"
+        for who, f in needed
+        if version < f.since
     ]
     if problems:
         raise UnsupportedByVersion(

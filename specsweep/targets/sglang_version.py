@@ -64,10 +64,11 @@ def check_target_version(config: SweepConfig, variants: list[Variant]) -> str | 
     """Before the first launch: the target's sglang version, and UnsupportedByVersion when
     it lacks a flag the variants need. None (nothing asked) when no variant needs a
     versioned flag, so plain sweeps start exactly as before."""
-    if not needs_version_check(variants):
+    verify = config.verify_policy is not None
+    if not needs_version_check(variants, verify):
         return None
     from specsweep.targets import host_for
 
     version = host_for(config.target).sglang_version(config.server)
-    check_version(variants, version, f"target {config.target.name}")
+    check_version(variants, version, f"target {config.target.name}", verify)
     return version
