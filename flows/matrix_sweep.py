@@ -17,6 +17,7 @@ from flows.run_records import begin_run, finish_run, first_line, run_config
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
+from tasks.policy import export_policy
 from tasks.server import check_sglang_version
 
 
@@ -35,15 +36,24 @@ def run_sweep(
     ctx, started = begin_run(config, variants, kind, run_id, config.target.name)
     errors: dict[str, str] = {}
     skipped: list[str] = []
-    for variant in variants:
-        if errors and config.stop_on_failure:
-            skipped.append(variant.label)
-            continue
-        state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
-        if state.is_failed() or state.is_crashed():
-            exc = state.result(raise_on_failure=False)
-            errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
-            logger.error("variant %s failed: %s", variant.label, errors[variant.label])
+
+    def measure(batch: list[Variant]) -> None:
+        for variant in batch:
+            if errors and config.stop_on_failure:
+                skipped.append(variant.label)
+                continue
+            state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
+            if state.is_failed() or state.is_crashed():
+                exc = state.result(raise_on_failure=False)
+                errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
+                logger.error("variant %s failed: %s", variant.label, errors[variant.label])
+
+    measure(variants)
+    if config.verify_policy is not None and not (errors and config.stop_on_failure):
+        # the run's answer as SGLang adaptive tiers, launched and measured like any variant
+        extra = export_policy(config, variants, ctx.run_id)
+        measure(extra)
+        variants = [*variants, *extra]
     if skipped:
         logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
     return finish_run(config, ctx, variants, errors, started, kind, publish, skipped)

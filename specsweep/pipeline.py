@@ -30,6 +30,7 @@ from specsweep import progress
 from specsweep.config import LoadSpec, ServerSpec, SweepConfig, Target, Variant
 from specsweep.config.command import LaunchCommand, command_for
 from specsweep.config.secrets import resolve_env
+from specsweep.config.versions import check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
 from specsweep.results.phases import Phases
 from specsweep.results.rows import RunContext, level_row, request_rows
@@ -75,6 +76,18 @@ def _kill_stale(host: Host, server: ServerSpec, target: Target, force: bool) -> 
         tolerate_foreign_gpu=target.tolerate_foreign_gpu,
         grace_s=server.stop_grace_s,
     )
+
+
+def check_target_version(config: SweepConfig, variants: list[Variant]) -> str | None:
+    """Before the first launch: the target's sglang version, and UnsupportedByVersion when
+    it lacks a flag the variants (or the policy verification) need. None (nothing asked)
+    when no variant needs a versioned flag, so plain sweeps start exactly as before."""
+    verify = config.verify_policy is not None
+    if not needs_version_check(variants, verify):
+        return None
+    version = host_for(config.target).sglang_version(config.server)
+    check_version(variants, version, f"target {config.target.name}", verify)
+    return version
 
 
 class VariantServer:

@@ -13,11 +13,10 @@ from prefect.states import State
 
 from specsweep.config import SweepConfig, Variant
 from specsweep.errors import SpecsweepError
-from specsweep.pipeline import VariantServer
+from specsweep.pipeline import VariantServer, check_target_version
 from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness
 from specsweep.targets.server_facts import ServerFacts
-from specsweep.targets.sglang_version import check_target_version
 from specsweep.targets.teardown import TeardownReport
 
 

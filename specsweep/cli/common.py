@@ -34,6 +34,18 @@ SetOpt = Annotated[
     typer.Option("--set", help="Override a config key: --set load.output_len=64 (repeatable)."),
 ]
 # A string, not a Path: a URI root (s3://bucket/prefix) must reach the store unmangled.
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Sweep YAML file.")]
+RunIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run-id",
+        "--resume",
+        help="Resume this run: every (variant, level) already written is skipped.",
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
+]
 ResultsOpt = Annotated[
     str, typer.Option("--results-dir", help="Results root: a path or a pyarrow URI (s3://...).")
 ]

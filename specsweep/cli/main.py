@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from specsweep.cli import answer, deploy, fleet, run
+from specsweep.cli import answer, deploy, fleet, policy, run
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -20,3 +20,4 @@ run.register(app)  # run step-sweep|topk-sweep|matrix-sweep, demo, plan, summary
 deploy.register(app)  # serve, deploy, limits
 answer.register(app)  # report, compare, regression
 fleet.register(app)  # fleet check|deploy|worker|run
+policy.register(app)  # policy export|verify

@@ -2,78 +2,31 @@
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 from typing import Annotated, get_args
 
 import typer
 
 from specsweep.cli.common import (
+    ConfigOpt,
+    ForceOpt,
     ResultsOpt,
+    RunIdOpt,
     SetOpt,
     console,
     err,
     fail,
     load_sweep,
     open_store,
-    prefect_env,
-    show_outcome,
     show_run,
 )
-from specsweep.cli.progress import level_progress_bar
-from specsweep.config import SweepConfig, check_run_id
+from specsweep.cli.sweep_runner import run_sweep_now
 from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
-from specsweep.errors import ConfigError, SpecsweepError, SweepFailed
-from specsweep.results.store import ResultsStore
 
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 
 REPO_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Sweep YAML file.")]
-
-
-def _run_sweep(kind: SweepKind, config: SweepConfig, run_id: str | None, force: bool) -> None:
-    try:
-        if run_id is not None:
-            check_run_id(run_id)  # it names folders; the flow checks it too
-    except ConfigError as exc:
-        raise fail(exc) from None
-    prefect_env()
-    # Prefect loads only when running: flows.<kind> holds the flow of the same name.
-    from flows.target_lock import ensure_target_limit, target_lock_name
-
-    sweep_flow = getattr(import_module(f"flows.{kind.replace('-', '_')}"), kind.replace("-", "_"))
-    try:
-        ensure_target_limit(target_lock_name(config))  # this run's API, ephemeral or not
-        with level_progress_bar():
-            result = sweep_flow(config, run_id=run_id, force=force)
-        run_id, code = result["run_id"], 0
-        answer = result.get("answer") or {}
-    except SweepFailed as exc:
-        err.print(f"[bold red]{exc}[/]")
-        run_id, code, answer = exc.run_id, 1, {}
-    except ConfigError as exc:  # found inside the flow (e.g. the results dir), nothing ran
-        raise fail(exc) from None
-    except SpecsweepError as exc:
-        raise fail(exc, 1) from None
-    if run_id:
-        show_outcome(ResultsStore(config.results_dir), run_id, answer)
-    raise typer.Exit(code)
-
-
-RunIdOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--run-id",
-        "--resume",
-        help="Resume this run: every (variant, level) already written is skipped.",
-    ),
-]
-ForceOpt = Annotated[
-    bool, typer.Option(help="Also kill processes on the port that are not provably ours.")
-]
 
 
 @run_app.command("step-sweep")
@@ -81,7 +34,7 @@ def run_step_sweep(
     config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
 ) -> None:
     """Baseline plus one speculative variant per num_steps (the step_sweep section)."""
-    _run_sweep("step-sweep", load_sweep(config, set_, "step-sweep"), run_id, force)
+    run_sweep_now("step-sweep", load_sweep(config, set_, "step-sweep"), run_id, force)
 
 
 @run_app.command("topk-sweep")
@@ -89,7 +42,7 @@ def run_topk_sweep(
     config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
 ) -> None:
     """Baseline plus one speculative variant per topk (the topk_sweep section)."""
-    _run_sweep("topk-sweep", load_sweep(config, set_, "topk-sweep"), run_id, force)
+    run_sweep_now("topk-sweep", load_sweep(config, set_, "topk-sweep"), run_id, force)
 
 
 @run_app.command("matrix-sweep")
@@ -97,7 +50,7 @@ def run_matrix_sweep(
     config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
 ) -> None:
     """Every sweep section of the config plus its explicit variants, each variant once."""
-    _run_sweep("matrix-sweep", load_sweep(config, set_), run_id, force)
+    run_sweep_now("matrix-sweep", load_sweep(config, set_), run_id, force)
 
 
 def demo(set_: SetOpt = None) -> None:
@@ -106,7 +59,7 @@ def demo(set_: SetOpt = None) -> None:
     if not path.exists():
         err.print(f"[red]demo config not found at {path}; run from a specsweep checkout[/]")
         raise typer.Exit(2)
-    _run_sweep("step-sweep", load_sweep(path, set_, "step-sweep"), None, False)
+    run_sweep_now("step-sweep", load_sweep(path, set_, "step-sweep"), None, False)
 
 
 def plan(

@@ -75,9 +75,11 @@ def build_launch_command(
     *,
     default_python: str | None = None,
     workdir: str = ".specsweep",
+    adaptive_config: str | None = None,
 ) -> LaunchCommand:
     """``default_python``: the interpreter when server.python is unset (an SSH target's);
-    ``workdir``: the target's workdir, where an adaptive variant's tiers file is written."""
+    ``workdir``: the target's workdir, where an adaptive variant's tiers file is written;
+    ``adaptive_config``: that file's path instead (a file the user deploys by hand)."""
     argv: list[str] = [
         *server.launch_prefix,
         python_for(server, default_python),
@@ -110,6 +112,8 @@ def build_launch_command(
         if variant.adaptive is not None:
             argv.append("--speculative-adaptive")
             path = adaptive_config_path(variant, workdir)
+            if path is not None and adaptive_config is not None:
+                path = adaptive_config
             if path is not None:
                 argv += ["--speculative-adaptive-config", path]
     argv += [*server.extra_args, *variant.extra_args]

@@ -12,9 +12,8 @@ import os
 import subprocess
 from collections.abc import Mapping
 
-from specsweep.config import ServerSpec, SweepConfig, Variant
+from specsweep.config import ServerSpec
 from specsweep.config.command import python_for
-from specsweep.config.versions import check_version, needs_version_check
 from specsweep.config.secrets import is_reference
 from specsweep.errors import ConfigError
 
@@ -59,16 +58,3 @@ def run_probe(argv: list[str], env: Mapping[str, str], where: str) -> str:
         )
     return lines[-1]
 
-
-def check_target_version(config: SweepConfig, variants: list[Variant]) -> str | None:
-    """Before the first launch: the target's sglang version, and UnsupportedByVersion when
-    it lacks a flag the variants need. None (nothing asked) when no variant needs a
-    versioned flag, so plain sweeps start exactly as before."""
-    verify = config.verify_policy is not None
-    if not needs_version_check(variants, verify):
-        return None
-    from specsweep.targets import host_for
-
-    version = host_for(config.target).sglang_version(config.server)
-    check_version(variants, version, f"target {config.target.name}", verify)
-    return version
