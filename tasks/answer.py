@@ -22,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from specsweep.analysis.answer import analyze_run
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.report.render import (
+    adaptive_lines,
     answer_markdown,
     default_report_dir,
     headline,
@@ -58,13 +59,15 @@ def publish_answer(
         report_dir: Where to write report.html/report.md (default <results>/reports/<run_id>).
         report_base_url: URL at which results_dir is served, to link the report over HTTP.
 
-    Returns: run_id, policy (the one-line answer), pivots (variant -> description),
+    Returns: run_id, policy (the one-line answer), adaptive (the verification verdicts
+    and the adaptive export, lines), pivots (variant -> description),
     report_html and report_markdown paths, and the artifact keys.
     """
     logger = get_run_logger()
     answer = analyze_run(ResultsStore(results_dir), run_id, traffic, slo)
     files = write_report(answer, report_dir or default_report_dir(results_dir, run_id))
     line = headline(answer)
+    adaptive = adaptive_lines(answer)
     create_table_artifact(
         level_records(answer),
         key=RESULTS_KEY,
@@ -79,7 +82,7 @@ def publish_answer(
         key=REPORT_KEY,
         description=f"run {run_id}: plots and tables, one self-contained HTML file",
     )
-    logger.info("%s\nreport: %s", line, files.html)
+    logger.info("%s\nreport: %s", "\n".join([line, *adaptive]), files.html)
     if report_dir is None and local_path(results_dir) is None:
         logger.info(
             "results_dir %s is not on this machine: the report is written here, in %s "
@@ -90,6 +93,7 @@ def publish_answer(
     return {
         "run_id": run_id,
         "policy": line,
+        "adaptive": adaptive,
         "pivots": {v: p.describe() for v, p in answer.pivots.items()},
         "report_html": str(files.html),
         "report_markdown": str(files.markdown),

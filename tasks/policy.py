@@ -29,9 +29,7 @@ def export_policy(config: SweepConfig, variants: list[Variant], run_id: str) -> 
     assert spec is not None
     levels = ResultsStore(config.results_dir).read_levels(run_id)
     try:
-        export = export_adaptive(
-            levels, variants=spec.chains or None, tie_margin=spec.tie_margin
-        )
+        export = export_adaptive(levels, variants=spec.chains or None, tie_margin=spec.tie_margin)
         extra = verification_variants(variants, export, spec.default_tiers)
     except PolicyExportRefused as exc:
         logger.warning("policy not exported, nothing to verify: %s", exc)

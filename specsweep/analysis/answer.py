@@ -8,11 +8,14 @@ from typing import Any
 
 import pandas as pd
 
+from specsweep.analysis.adaptive_export import TierExport, export_adaptive
+from specsweep.analysis.adaptive_verify import Verification, parse_shares, verify_adaptive
 from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
 from specsweep.analysis.levels import answer_rows, best_per_level, latency_table, metric_table
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
+from specsweep.errors import PolicyExportRefused
 from specsweep.results.store import ResultsStore
 
 # Per-variant columns of the run's environment, in the order the report lists them.
@@ -23,6 +26,8 @@ VARIANT_FACTS = [
     "topk",
     "num_draft_tokens",
     "spec_v2",
+    "adaptive",
+    "adaptive_config",
     "draft_model_path",
     "max_running_requests",
     "server_command",
@@ -66,6 +71,29 @@ class Answer:
     slo: LatencySLO | None
     stored: pd.DataFrame | None = None  # the run's rows as stored, every target
     hosts: HostComparison | None = None  # compare_hosts(stored): None for a single target
+    export: TierExport | None = None  # the measured answer as sglang adaptive tiers
+    export_refused: str | None = None  # why there is no export (None when there is one)
+    verifications: tuple[Verification, ...] = ()  # each custom-tier adaptive variant, judged
+
+    @property
+    def has_adaptive(self) -> bool:
+        return "adaptive" in self.levels.columns and bool(
+            self.levels["adaptive"].fillna(False).any()
+        )
+
+    def steps_ran(self) -> pd.DataFrame:
+        """What each adaptive server ran: variant, concurrency, {steps: share of time}."""
+        if not self.has_adaptive:
+            return pd.DataFrame(columns=["variant", "concurrency", "steps_share"])
+        rows = self.levels[self.levels["adaptive"].fillna(False).astype(bool)]
+        rows = rows[rows["status"] == "ok"]
+        return pd.DataFrame(
+            {
+                "variant": rows["variant"].to_numpy(),
+                "concurrency": rows["concurrency"].to_numpy(),
+                "steps_share": [parse_shares(t) for t in rows.get("adaptive_steps_share", [])],
+            }
+        ).sort_values(["variant", "concurrency"], ignore_index=True)
 
     @property
     def gpu_kind_warning(self) -> str | None:
@@ -129,6 +157,11 @@ def analyze(
     """The whole answer for one run's level rows (as stored: every target)."""
     mix = mix or TrafficMix()
     stored, levels = levels, answer_rows(levels)
+    export, refused = None, None
+    try:
+        export = export_adaptive(levels)
+    except PolicyExportRefused as exc:
+        refused = str(exc)
     return Answer(
         run_id=run_id,
         levels=levels,
@@ -142,6 +175,9 @@ def analyze(
         slo=slo,
         stored=stored,
         hosts=compare_hosts(stored),
+        export=export,
+        export_refused=refused,
+        verifications=tuple(verify_adaptive(levels)),
     )
 
 

@@ -67,7 +67,13 @@ def report(
 ) -> None:
     """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
     from specsweep.analysis.answer import analyze_run
-    from specsweep.report.render import default_report_dir, headline, warnings, write_report
+    from specsweep.report.render import (
+        adaptive_lines,
+        default_report_dir,
+        headline,
+        warnings,
+        write_report,
+    )
     from specsweep.results.location import local_path
 
     mix = parse_traffic(traffic)
@@ -78,6 +84,8 @@ def report(
         raise fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
     console.print(f"[bold]{headline(answer)}[/]", soft_wrap=True)
+    for line in adaptive_lines(answer):
+        console.print(line, soft_wrap=True, markup=False)
     for warning in warnings(answer):
         console.print(warning, style="yellow", markup=False, soft_wrap=True)
     for variant, pivot in answer.pivots.items():

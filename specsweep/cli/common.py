@@ -170,6 +170,8 @@ def show_outcome(store: ResultsStore, run_id: str, answer: dict[str, object]) ->
     show_run(store, run_id)
     if answer.get("policy"):
         console.print(f"[bold]policy:[/] {answer['policy']}", soft_wrap=True)
+    for line in answer.get("adaptive") or []:  # type: ignore[attr-defined]
+        console.print(f"[bold]adaptive:[/] {line}", soft_wrap=True, highlight=False)
     console.print(f"results: {store.levels_dir}/{run_id}")
     if answer.get("report_html"):
         console.print(f"report:  {answer['report_html']}")

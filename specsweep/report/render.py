@@ -18,11 +18,13 @@ from specsweep.report.plots import FIGURES, HOST_FIGURES, render_plots
 from specsweep.report.tables import (
     Table,
     all_tables,
+    export_table,
     failures_table,
     host_tables,
     pivot_table,
     policy_table,
     throughput_table,
+    verification_tables,
 )
 from specsweep.results.location import local_path
 
@@ -55,6 +57,25 @@ def headline(answer: Answer) -> str:
     if answer.throughput.empty:
         return "No level completed successfully: nothing to compare."
     return "No baseline was measured, so neither a pivot nor a policy can be given."
+
+
+def adaptive_lines(answer: Answer) -> list[str]:
+    """The engine-config side of the answer: each verified export's verdict, the steps-0
+    overhead, and why nothing was exported when adaptive variants ran without an export."""
+    lines = []
+    for v in answer.verifications:
+        lines.append(v.headline() + ".")
+        if v.overhead:
+            lines.append(v.overhead)
+    if answer.export is not None and not answer.verifications:
+        tiers = answer.export.adaptive_spec().describe()
+        lines.append(
+            f"Exportable as SGLang adaptive {tiers} (specsweep policy export "
+            f"{answer.run_id}; verify with specsweep policy verify {answer.run_id} -c FILE)."
+        )
+    if answer.export is None and answer.has_adaptive and answer.export_refused:
+        lines.append(f"No adaptive export: {answer.export_refused}")
+    return lines
 
 
 def simulated_warning(answer: Answer) -> str | None:
@@ -95,6 +116,8 @@ def _md_table(table: Table) -> list[str]:
 
 def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
     lines = [f"# specsweep report: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    for line in adaptive_lines(answer):
+        lines += [line, ""]
     for warning in warnings(answer):
         lines += [f"> {warning}", ""]
     for name, path in plot_paths.items():
@@ -159,6 +182,7 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
         f"<h1>specsweep report: run <code>{esc(answer.run_id)}</code></h1>",
         f'<div class="answer">{esc(headline(answer))}</div>',
     ]
+    parts += [f"<p>{esc(line)}</p>" for line in adaptive_lines(answer)]
     parts += [f'<p class="warn">{esc(w)}</p>' for w in warnings(answer)]
     main = {n: d for n, d in pngs.items() if n not in HOST_FIGURES}
     if main:
@@ -222,12 +246,19 @@ def default_report_dir(results_root: Path | str, run_id: str) -> Path:
 def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
     """The short answer for a Prefect artifact: headline, policy, throughput and pivots."""
     lines = [f"## specsweep answer: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    for line in adaptive_lines(answer):
+        lines += [line, ""]
     for warning in warnings(answer):
         lines += [f"> {warning}", ""]
     line = hosts_line(answer)
     if line is not None:
         lines += [f"{line} See the report's Hosts section.", ""]
-    tables = [policy_table(answer), pivot_table(answer) if answer.pivots else None]
+    tables = [
+        policy_table(answer),
+        *verification_tables(answer),
+        export_table(answer),
+        pivot_table(answer) if answer.pivots else None,
+    ]
     if not answer.throughput.empty:
         tables.append(throughput_table(answer))
     tables.append(failures_table(answer))

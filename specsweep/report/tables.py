@@ -200,10 +200,84 @@ def variants_table(answer: Answer) -> Table:
     return Table("Variants", cols, rows, [False] * len(cols))
 
 
+def _shares(shares: dict[int, float] | None) -> str:
+    if not shares:
+        return "no trace"
+    top = sorted(shares.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{s} steps {v:.0%}" if s else f"no drafting {v:.0%}" for s, v in top)
+
+
+def export_table(answer: Answer) -> Table | None:
+    """The run's answer as SGLang adaptive tiers (one row per tier)."""
+    if answer.export is None:
+        return None
+    lines = answer.export.describe()
+    rows = []
+    for text in lines[1:]:
+        span, sep, rest = text.partition(": ")
+        if sep and span.startswith("batch "):
+            rows.append([span.removeprefix("batch "), rest])
+    notes = [t for t in lines[1:] if not t.startswith("batch ")]
+    return Table(
+        "Adaptive tiers exported from this run (--speculative-adaptive-config)",
+        ["batch sizes", "steps, and why"],
+        rows,
+        [False, False],
+        note=" ".join([lines[0] + ".", *notes]),
+    )
+
+
+def verification_tables(answer: Answer) -> list[Table]:
+    """Each adaptive config with its own tiers against the best a tier config can reach."""
+    out = []
+    for v in answer.verifications:
+        rows, bold = [], set()
+        for i, r in enumerate(v.levels.itertuples()):
+            rows.append(
+                [
+                    str(r.concurrency),
+                    num(r.throughput),
+                    num(r.share_of_reachable, ".2f"),
+                    num(r.share_of_best_static, ".2f"),
+                    num(r.share_of_default, ".2f"),
+                    num(r.share_of_baseline, ".2f"),
+                    f"{r.tier_key}: [{','.join(map(str, r.intended_steps))}]",
+                    _shares(r.steps_share),
+                    "ok" if r.ok else f"short: {r.reason}",
+                ]
+            )
+            if not r.ok:
+                bold.add((i, 8))
+        cols = ["concurrency", "tok/s", "of best tier config", "of best static",
+                "of sglang default tiers", "of baseline", "tier", "ran", "verdict"]  # fmt: skip
+        note = " ".join([v.headline() + ".", *([v.overhead] if v.overhead else []), *v.notes])
+        out.append(
+            Table(f"Verification of {v.variant}", cols, rows, [True] * 6 + [False] * 3, note, bold)
+        )
+    return out
+
+
+def steps_table(answer: Answer) -> Table | None:
+    """What each adaptive server really ran, from its log."""
+    ran = answer.steps_ran()
+    if ran.empty:
+        return None
+    rows = [[r.variant, str(r.concurrency), _shares(r.steps_share)] for r in ran.itertuples()]
+    return Table(
+        "What the adaptive servers ran (share of each level's time, from the server log)",
+        ["variant", "concurrency", "step counts"],
+        rows,
+        [False, True, False],
+    )
+
+
 def all_tables(answer: Answer) -> list[Table]:
     """In report order; tables that do not apply (no SLO, no failures) are left out."""
     tables = [
         policy_table(answer),
+        *verification_tables(answer),
+        export_table(answer),
+        steps_table(answer),
         throughput_table(answer),
         pivot_table(answer) if answer.pivots else None,
         slo_table(answer),
