@@ -6,6 +6,7 @@ by hand: the speculative/baseline throughput ratio is linear in log2(c).
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -141,4 +142,105 @@ def on_target(
         copy["started_at"] = row["started_at"] + later
         copy["ended_at"] = row["ended_at"] + later
         out.append(copy)
+    return out
+
+
+# ---- adaptive speculation: static chains, trees and adaptive variants -------------------
+
+DRAFT = "draft/eagle3"
+ADAPTIVE_COLUMNS = ("adaptive", "adaptive_config", "adaptive_steps_share")
+
+
+def chain_label(steps: int, topk: int = 1, draft_tokens: int | None = None) -> str:
+    return f"eagle3-s{steps}-k{topk}-d{draft_tokens or steps + 1}"
+
+
+def chain_row(
+    run_id: str,
+    steps: int,
+    concurrency: int,
+    throughput: float,
+    *,
+    topk: int = 1,
+    draft_tokens: int | None = None,
+    variant: str | None = None,
+    draft_model_path: str = DRAFT,
+    **kw: Any,
+) -> dict[str, Any]:
+    """A static EAGLE3 variant (a chain with topk 1, else a tree) with `steps` draft steps."""
+    tokens = draft_tokens or (steps + 1 if topk == 1 else 2 * steps + 2)
+    return level_row(
+        run_id,
+        variant or chain_label(steps, topk, tokens),
+        concurrency,
+        throughput,
+        num_steps=steps,
+        topk=topk,
+        num_draft_tokens=tokens,
+        draft_model_path=draft_model_path,
+        **kw,
+    )
+
+
+def static_rows(
+    run_id: str,
+    ratios: dict[int, dict[int, float]],
+    levels: list[int] | None = None,
+    **kw: Any,
+) -> list[dict[str, Any]]:
+    """The baseline (baseline_tput) plus one chain per step count s whose throughput is
+    baseline_tput(c) * ratios[s][c], at the levels each ratio gives (or `levels`)."""
+    rows = []
+    every = sorted({c for r in ratios.values() for c in r}) if levels is None else levels
+    for c in every:
+        rows.append(level_row(run_id, "baseline", c, baseline_tput(c), **kw))
+        for steps, ratio in sorted(ratios.items()):
+            if c in ratio:
+                rows.append(chain_row(run_id, steps, c, baseline_tput(c) * ratio[c], **kw))
+    return rows
+
+
+def adaptive_row(
+    run_id: str,
+    variant: str,
+    concurrency: int,
+    throughput: float,
+    *,
+    tiers: dict[int, list[int]] | None,
+    steps_share: dict[int, float] | None = None,
+    draft_model_path: str = DRAFT,
+    **kw: Any,
+) -> dict[str, Any]:
+    """A level of an adaptive variant: `tiers` None for sglang's default tiers; its config
+    and step shares as the results store records them (AdaptiveSpec.config_json)."""
+    from specsweep.config.adaptive import AdaptiveSpec
+
+    spec = AdaptiveSpec(tiers=tiers)
+    steps = spec.initial_steps
+    share = None
+    if steps_share is not None:
+        share = json.dumps({str(k): round(v, 4) for k, v in sorted(steps_share.items())})
+    return level_row(
+        run_id,
+        variant,
+        concurrency,
+        throughput,
+        num_steps=steps,
+        topk=1,
+        num_draft_tokens=steps + 1,
+        draft_model_path=draft_model_path,
+        adaptive=True,
+        adaptive_config=spec.config_json(),
+        adaptive_steps_share=share,
+        **kw,
+    )
+
+
+def adaptive_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """frame(rows) with the adaptive columns from the rows, whether or not the schema has
+    them yet (rows without them read null, as older files do)."""
+    out = frame(rows)
+    for col in ADAPTIVE_COLUMNS:
+        if col not in out.columns:
+            out[col] = pd.Series([row.get(col) for row in rows], index=out.index, dtype=object)
     return out
