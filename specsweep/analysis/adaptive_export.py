@@ -283,7 +283,7 @@ class TierExport:
             why = "; ".join(
                 f"{b.variant} best at {levels_text(b.levels)}"
                 if not b.tied
-                else f"{b.variant} at {levels_text(b.levels)}: best, or tied with the best at "
+                else f"{b.variant} at {levels_text(b.levels)}, tied with the best at "
                 f"c={', '.join(map(str, b.tied))}"
                 for b in routed
             )
