@@ -19,6 +19,8 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "steady_output_throughput": True,
     "decode_tok_s_per_stream": True,
     "accept_length": True,
+    # an exported adaptive config's throughput / the best a tier config reaches (per level)
+    "policy_share": True,
     **{
         f"{name}_ms_{stat}": False
         for name in ("ttft", "itl", "tpot", "e2e")
@@ -110,7 +112,7 @@ class RegressionPolicy(_Params):
     """
 
     metrics: list[str] = Field(
-        ["output_throughput", "ttft_ms_p50", "itl_ms_p50"],
+        ["output_throughput", "ttft_ms_p50", "itl_ms_p50", "policy_share"],
         min_length=1,
         title="Metrics",
         description="Level columns to judge; throughputs are better higher, latencies lower.",

@@ -24,13 +24,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specsweep.analysis.adaptive_export import export_adaptive
+from specsweep.analysis.adaptive_verify import verify_adaptive
 from specsweep.analysis.compare import environment_changes, run_changes
 from specsweep.analysis.levels import answer_rows
 from specsweep.analysis.params import HIGHER_IS_BETTER, RegressionPolicy
+from specsweep.errors import PolicyExportRefused
 from specsweep.results.store import ResultsStore
 
 SERIES_KEY = ["target", "model_path", "variant", "concurrency", "input_len", "output_len"]
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+
+# The series of a run's own export (its tiers, hence its name, may change from night to
+# night): the exported config's share of the best a tier config reaches, per level.
+EXPORTED = "exported-tiers"
 
 REGRESSION, IMPROVEMENT, OK = "regression", "improvement", "ok"
 FAILED, NEW, INSUFFICIENT = "failed", "new", "insufficient history"
@@ -157,6 +164,8 @@ def judge_run(
     policy = policy or RegressionPolicy()
     runs = runs or {}
     levels = answer_rows(levels)  # per run and variant, one target's rows (a dead host's left out)
+    if "policy_share" in policy.metrics:
+        levels = with_policy_share(levels)
     order = _run_order(levels)
     if run_id in order:
         earlier = order[: order.index(run_id)]
@@ -245,6 +254,39 @@ def judge_run(
         environment = environment_changes(levels[levels["run_id"] == previous], tonight)
         environment.update(run_changes(runs.get(previous), runs.get(run_id)))
     return RegressionReport(run_id, policy, verdicts, earlier[-policy.history_runs :], environment)
+
+
+def with_policy_share(levels: pd.DataFrame) -> pd.DataFrame:
+    """`levels` plus one row per level of each verified adaptive config, holding only
+    `policy_share` (its throughput / the best a tier config reaches there). A run's own
+    export is the series `exported-tiers`, whatever its tiers tonight; a hand-written tier
+    config keeps its variant name."""
+    extra = []
+    for _, rows in levels.groupby("run_id", sort=False):
+        checks = verify_adaptive(rows)
+        if not checks:
+            continue
+        try:
+            own = export_adaptive(rows).adaptive_spec().config_json()
+        except PolicyExportRefused:
+            own = None
+        for check in checks:
+            mine = rows[rows["variant"] == check.variant]
+            name = EXPORTED if mine["adaptive_config"].iloc[0] == own else check.variant
+            shares = check.levels.set_index("concurrency")["share_of_reachable"]
+            for _, row in mine[mine["concurrency"].isin(shares.index)].iterrows():
+                extra.append(
+                    {
+                        **{k: row[k] for k in (*SERIES_KEY, "run_id", "started_at", "status")},
+                        "variant": name,
+                        "repeats": 1,
+                        "policy_share": float(shares[row["concurrency"]]),
+                    }
+                )
+    levels = levels.assign(policy_share=np.nan)
+    if not extra:
+        return levels
+    return pd.concat([levels, pd.DataFrame(extra)], ignore_index=True)
 
 
 def _env_change(past: pd.DataFrame, now: pd.DataFrame) -> str:

@@ -234,3 +234,61 @@ def test_a_driver_change_is_shown_with_the_regression():
     assert verdict(report, SPEC, 8) == "regression"
     assert report.environment["driver_version"] == ("550.54.15", "560.35.03")
     assert "driver_version: 550.54.15 -> 560.35.03" in report.message()
+
+
+def _adaptive_night(i: int, share_c8: float, tiers: dict[int, list[int]] | None = None):
+    """One night of a step sweep with its own export verified: static chains, then the
+    exported tiers at `share_c8` of the best chain at c=8 (1.0 elsewhere)."""
+    from specsweep.analysis.adaptive_export import export_adaptive
+    from tests.synthetic_levels import adaptive_frame, adaptive_row, static_rows
+
+    run_id, start = night(i)
+    ratios = {2: {1: 1.4, 8: 1.2, 32: 0.8}}
+    rows = static_rows(run_id, ratios, started_at=start)
+    export = export_adaptive(adaptive_frame(rows))
+    tiers = tiers or {k: [s] for k, s in export.tiers.items()}
+    spec_tiers = {k: v for k, v in tiers.items()}
+    for c, ratio in ratios[2].items():
+        best = baseline_tput(c) * max(ratio, 1.0)
+        share = share_c8 if c == 8 else 1.0
+        steps = 0 if ratio < 1 else 2
+        rows.append(
+            adaptive_row(run_id, "eagle3-adaptive-x", c, best * share, tiers=spec_tiers,
+                         steps_share={steps: 1.0}, started_at=start)
+        )  # fmt: skip
+    return run_id, rows
+
+
+def test_the_exported_configs_share_is_judged_against_its_history():
+    from tests.synthetic_levels import adaptive_frame
+
+    rows = []
+    for i in range(5):
+        rows += _adaptive_night(i, 1.0 - 0.002 * i)[1]
+    run_id, now = _adaptive_night(5, 0.85)  # tonight it reaches 85% of the best chain at c=8
+    report = judge_run(adaptive_frame(rows + now), run_id)
+    shares = report.verdicts[report.verdicts["metric"] == "policy_share"]
+    assert set(shares["variant"]) == {"exported-tiers"}
+    assert sorted(shares["concurrency"]) == [1, 8, 32]
+    bad = report.regressions
+    flagged = set(zip(bad["variant"], bad["metric"], bad["concurrency"], strict=True))
+    # its own throughput fell too; the share says it fell against what a tier config reaches
+    assert flagged == {("exported-tiers", "policy_share", 8),
+                       ("eagle3-adaptive-x", "output_throughput", 8)}  # fmt: skip
+    share = bad[bad["metric"] == "policy_share"]
+    assert share["value"].iloc[0] == pytest.approx(0.85)
+    assert "exported-tiers c=8" in report.message()
+    # a steady night judges the series ok
+    run_id, steady = _adaptive_night(5, 0.997)
+    assert not judge_run(adaptive_frame(rows + steady), run_id).regressed
+
+
+def test_a_hand_written_tier_config_keeps_its_own_name():
+    from tests.synthetic_levels import adaptive_frame
+
+    rows = []
+    for i in range(4):
+        rows += _adaptive_night(i, 1.0, tiers={1: [2], 16: [0]})[1]
+    run_id, now = _adaptive_night(4, 1.0, tiers={1: [2], 16: [0]})
+    shares = judge_run(adaptive_frame(rows + now), run_id).verdicts
+    assert set(shares.loc[shares["metric"] == "policy_share", "variant"]) == {"eagle3-adaptive-x"}
