@@ -10,7 +10,8 @@ concurrency and loses at saturation. Every failure a GPU host shows (crash or ha
 while loading, crash after N requests, slow or flapping health, 5xx bursts, a taken
 port, orphaned schedulers holding memory) can be switched on. Results from it are
 labelled simulated (``/server_info`` has ``"simulated": true`` and version
-``SIM_SGLANG_VERSION``). Guide and calibration: ``docs/simulator.md``.
+``<release>-sim``: ``SIM_SGLANG_VERSION`` by default, or the release chosen with
+``SPECSWEEP_SIM_SGLANG_VERSION``). Guide and calibration: ``docs/simulator.md``.
 
 Modules: ``knobs`` (environment-only settings and faults), ``server_args`` (sglang's
 flags and speculative rules), ``perf_model`` (pure timing/acceptance model),
@@ -18,9 +19,12 @@ flags and speculative rules), ``perf_model`` (pure timing/acceptance model),
 scheduler), ``http_app``/``http_common``/``http_openai``/``http_admin`` (routes),
 ``faults`` (request-time faults), ``procs`` and ``child`` (the process tree),
 ``gpu_inventory`` and ``nvidia_smi`` (+ ``bin/nvidia-smi``: simulated GPUs),
-``sglang_logs`` (log format and failure texts), ``launch_server`` (the process).
+``sglang_logs`` (log format and failure texts), ``launch_server`` (the process),
+``version`` (the simulated sglang release), ``adaptive`` (``--speculative-adaptive``:
+config, per-tier step slots, routing) and ``adaptive_runtime`` (the active step count
+per decode cycle, its costs and log lines).
 """
 
-SIM_SGLANG_VERSION = "0.5.9-sim"
+SIM_SGLANG_VERSION = "0.5.23-sim"  # the default release (version.DEFAULT_SGLANG_VERSION)
 
 __all__ = ["SIM_SGLANG_VERSION"]

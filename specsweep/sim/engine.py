@@ -8,6 +8,12 @@ model's (scaled) duration whatever the batch size, and deadlines are absolute so
 Python overhead of a step is absorbed instead of added: 256 streams on 2 cores keep
 the simulated timing.
 
+With ``--speculative-adaptive`` an ``AdaptiveRuntime`` (``specsweep.sim.adaptive_runtime``)
+picks each decode cycle's step count from the running batch size before the cycle is
+timed, and is fed each cycle's accepted drafts per request afterwards; per-request
+counters stay sglang's (every verify counts, steps-0 cycles included, and proposed drafts
+use the server's initial ``num_draft_tokens - 1``).
+
 Output tokens are deterministic filler (``token_id_at``/``token_text``), one word
 per token, so cumulative text grows like a real detokenizer's.
 """
@@ -22,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specsweep.sim.adaptive_runtime import AdaptiveRuntime
 from specsweep.sim.perf_model import (
     AcceptSampler,
     PerfProfile,
@@ -99,9 +106,11 @@ class Engine:
         max_total_num_tokens: int = 400_000,
         decode_log_interval: int = 40,
         log: Callable[[str], None] | None = None,
+        adaptive: AdaptiveRuntime | None = None,
     ) -> None:
         self.profile = profile
         self.spec = spec
+        self.adaptive = adaptive if spec is not None else None
         self.max_running_requests = max(1, max_running_requests)
         self.time_scale = time_scale
         self.overlap = overlap if spec is None else spec.overlap
@@ -183,6 +192,9 @@ class Engine:
                 tokens = sum(r.prompt_tokens for r in new)
                 step_ms = prefill_step_ms(self.profile, tokens, self.spec, self.overlap)
                 self._log_prefill(new, tokens)
+            elif self.adaptive is not None:
+                self.adaptive.activate(len(self.running))
+                step_ms = self.adaptive.cycle_ms(len(self.running))
             else:
                 step_ms = decode_step_ms(self.profile, len(self.running), self.spec, self.overlap)
             deadline += step_ms * self.time_scale / 1000.0
@@ -223,15 +235,18 @@ class Engine:
                 self.running.append(req)
 
     def _decode(self, now: float) -> None:
-        sampler = self._sampler
+        adaptive = self.adaptive
+        sampler = adaptive if adaptive is not None else self._sampler
         produced = 0
         still: list[SimRequest] = []
+        correct: list[int] = []
         for req in self.running:
             if req.aborted:
                 continue
             n = 1
             if sampler is not None and self.spec is not None:
                 n = sampler.sample()
+                correct.append(n - 1)
                 req.spec_verify_ct += 1
                 req.spec_proposed_drafts += self.spec.num_draft_tokens - 1
                 n = min(n, req.max_new_tokens - len(req.output_ids))
@@ -242,6 +257,8 @@ class Engine:
             self._append(req, n, now)
             if not req.finished:
                 still.append(req)
+        if adaptive is not None:
+            adaptive.on_verify_complete(correct, batch_size=len(self.running))
         self.running = still
         self._decode_steps += 1
         self._interval_tokens += produced

@@ -118,9 +118,12 @@ def meta_info(state: ServerState, req: SimRequest, final: bool) -> dict[str, Any
         "completion_tokens": n,
         "cached_tokens": 0,
     }
-    if state.engine.spec is not None:
+    spec = state.engine.spec
+    if spec is not None:
         info["spec_verify_ct"] = req.spec_verify_ct
-        if req.spec_verify_ct:
+        # sglang's tokenizer manager reports the rates only when drafts were proposed:
+        # an adaptive server started at steps 0 (1 draft token) reports neither.
+        if req.spec_verify_ct and spec.num_draft_tokens > 1:
             info["spec_accept_length"] = n / req.spec_verify_ct
             if final:
                 proposed = req.spec_proposed_drafts

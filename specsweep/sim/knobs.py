@@ -21,6 +21,13 @@ Time and profile
     generation: about a second). Set: as is; unset: the profile's (1 s) x time scale.
 ``SPECSWEEP_SIM_SEED`` (int, default: ``--random-seed`` or 0)
     Seed of acceptance sampling and random faults, so runs are reproducible.
+``SPECSWEEP_SIM_SGLANG_VERSION`` (a version such as ``0.5.9``, ``0.5.23``, ``0.5.11rc1``;
+    default ``0.5.23``)
+    The sglang release the simulator behaves as (``specsweep.sim.version``):
+    ``/server_info`` reports ``<version>-sim``; below 0.5.11 ``--speculative-adaptive``
+    and ``--speculative-adaptive-config`` are unknown flags (usage, exit 2); from 0.5.11
+    to 0.5.22 adaptive speculation falls back to static params under the overlap
+    scheduler (``SGLANG_ENABLE_SPEC_V2`` true); 0.5.23 runs it there too.
 
 Faults (each reproduces something a real GPU host does)
 ``SPECSWEEP_SIM_CRASH`` (``load`` | ``warmup`` | ``serve``) and ``..._CRASH_AFTER_S``
@@ -67,6 +74,7 @@ Simulated GPUs (``specsweep.sim.gpu_inventory``, ``python -m specsweep.sim.nvidi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -81,6 +89,7 @@ ENV_LOAD_SECONDS = "SPECSWEEP_SIM_LOAD_SECONDS"
 ENV_WARMUP_SECONDS = "SPECSWEEP_SIM_WARMUP_SECONDS"
 ENV_HEALTH_SECONDS = "SPECSWEEP_SIM_HEALTH_SECONDS"
 ENV_SEED = "SPECSWEEP_SIM_SEED"
+ENV_SGLANG_VERSION = "SPECSWEEP_SIM_SGLANG_VERSION"
 ENV_CRASH = "SPECSWEEP_SIM_CRASH"
 ENV_CRASH_AFTER_S = "SPECSWEEP_SIM_CRASH_AFTER_S"
 ENV_CRASH_AFTER_REQUESTS = "SPECSWEEP_SIM_CRASH_AFTER_REQUESTS"
@@ -97,6 +106,9 @@ ENV_GPU_STATE = "SPECSWEEP_SIM_GPU_STATE"
 ENV_GPU_RELEASE_S = "SPECSWEEP_SIM_GPU_RELEASE_S"
 ENV_GPU_HIDE_PIDS = "SPECSWEEP_SIM_GPU_HIDE_PIDS"
 ENV_GPU_CHECK_MEMORY = "SPECSWEEP_SIM_GPU_CHECK_MEMORY"
+
+DEFAULT_SGLANG_VERSION = "0.5.23"
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:a|b|rc)\d+|\.post\d+|\.dev\d+)*$")
 
 ALL_ENV_VARS = tuple(v for k, v in sorted(globals().items()) if k.startswith("ENV_"))
 
@@ -126,6 +138,7 @@ class SimKnobs:
     gpu_check_memory: bool = False
     profile: str = "default"
     seed: int | None = None
+    sglang_version: str = DEFAULT_SGLANG_VERSION
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimKnobs:
@@ -170,6 +183,7 @@ class SimKnobs:
             gpu_check_memory=env_bool(env, ENV_GPU_CHECK_MEMORY),
             profile=(env.get(ENV_PROFILE) or "").strip() or cls.profile,
             seed=_int(env, ENV_SEED, allow_negative=True),
+            sglang_version=sglang_version(env),
         )
         if knobs.error_rate > 1:
             raise ValueError(f"{ENV_ERROR_RATE} must lie in [0, 1], got {knobs.error_rate}")
@@ -183,6 +197,26 @@ class SimKnobs:
             _or(self.warmup_seconds, warmup * s),
             _or(self.slow_health_s, _or(self.health_seconds, health * s)),
         )
+
+
+def parse_sglang_version(text: str, name: str = ENV_SGLANG_VERSION) -> tuple[int, int, int]:
+    """``0.5.23`` -> (0, 5, 23) (pre-releases as their release); ValueError naming ``name``."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise ValueError(
+            f"{name} must be an sglang version such as 0.5.9, 0.5.23 or 0.5.11rc1, got {text!r}"
+        )
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def sglang_version(env: Mapping[str, str]) -> str:
+    """The release ``SPECSWEEP_SIM_SGLANG_VERSION`` selects (default 0.5.23); ValueError."""
+    raw = (env.get(ENV_SGLANG_VERSION) or "").strip()
+    if not raw:
+        return DEFAULT_SGLANG_VERSION
+    parse_sglang_version(raw)
+    return raw
 
 
 def env_bool(env: Mapping[str, str], name: str) -> bool:

@@ -3,12 +3,15 @@
 Same argv as sglang, same observable life cycle, because specsweep's launch, health
 waiting, log tailing, stale-process cleanup and teardown are tested against it:
 
-1. parse flags (unknown flag: usage, exit 2); apply sglang's speculative rules
-   (AssertionError/ValueError: traceback in the log, exit 1);
+1. parse flags as the simulated release knows them (``SPECSWEEP_SIM_SGLANG_VERSION``;
+   unknown flag: usage, exit 2); apply sglang's speculative rules, adaptive ones
+   included (any error, e.g. a bad adaptive config: traceback in the log, exit 1);
 2. start the children (``sglang::scheduler[_TP<r>]`` per rank, ``sglang::detokenizer``),
    each charged GPU memory in the simulated inventory as it loads;
 3. load (port closed): ``Load weight begin/end``, ``KV Cache is allocated``,
-   ``Capture cuda graph begin/end`` (+ draft graphs with speculation);
+   ``Capture cuda graph begin/end`` (+ draft graphs with speculation; with adaptive
+   speculation ``AdaptiveSpeculativeParams initialized: ...`` after the draft weights and
+   one ``Built adaptive runtime state steps=N: ...`` per other candidate step count);
 4. bind the HTTP port (a taken port: uvicorn's error, exit 3); internal warmup
    (``/health`` 503), then ``The server is fired up and ready to roll!``;
 5. serve until SIGTERM/SIGINT, then stop within a fraction of a second: children
@@ -31,7 +34,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
-from specsweep.sim import SIM_SGLANG_VERSION
+from specsweep.sim.adaptive_runtime import runtime_from_args
 from specsweep.sim.engine import Engine, SimRequest
 from specsweep.sim.faults import Faults
 from specsweep.sim.gpu_inventory import Gpu, Inventory, state_dir
@@ -54,7 +57,9 @@ from specsweep.sim.sglang_logs import (
     setup_logging,
 )
 from specsweep.sim.sglang_logs import uvicorn_logger as uv
+from specsweep.sim.version import server_info_version, simulated_version
 
+BUILD_SHARE = 0.05  # of the load time, per adaptive runtime state built
 WEIGHTS_SHARE = 0.6  # of a scheduler's static memory, charged at "Load weight end"
 STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot bind
 
@@ -71,6 +76,7 @@ class SimServer:
         self.load_s, self.warmup_s, health_s = knobs.durations(
             profile.load_seconds, profile.warmup_seconds, profile.health_seconds
         )
+        self.adaptive = runtime_from_args(profile, self.spec, args, seed, self.log_tp)
         self.engine = Engine(
             profile,
             self.spec,
@@ -83,9 +89,11 @@ class SimServer:
             max_total_num_tokens=args["max_total_tokens"] or profile.max_total_num_tokens,
             decode_log_interval=int(args["decode_log_interval"]),
             log=self.log_tp,
+            adaptive=self.adaptive,
         )
         faults = Faults(knobs, seed, self._crash_soon)
-        self.state = ServerState(args, self.engine, SIM_SGLANG_VERSION, health_s, faults)
+        version = server_info_version(knobs.sglang_version)
+        self.state = ServerState(args, self.engine, version, health_s, faults)
         self.state.extra_info = {"sim_profile": profile.name, "sim_time_scale": knobs.time_scale}
         self.inv = Inventory(state_dir({ENV_GPU_STATE: knobs.gpu_state or ""}))
         self.tree = ProcessTree(args, knobs, profile, self.inv)
@@ -159,6 +167,10 @@ class SimServer:
                 (0.03, f"Capture draft extend cuda graph end. Time elapsed: {draft_s:.2f} s. "
                        "mem usage=0.15 GB.", ""),
             ]  # fmt: skip
+        if self.adaptive is not None:  # the worker's adaptive params, then its states
+            steps.insert(-4, (0.0, self.adaptive.params.init_line(), ""))
+            steps += [(BUILD_SHARE, self.adaptive.built_line(n, self.load_s), "")
+                      for n in self.adaptive.built_states()]  # fmt: skip
         return steps
 
     async def load(self) -> None:
@@ -318,13 +330,18 @@ async def _serve(args: dict[str, Any], knobs: SimKnobs, profile: PerfProfile) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    ns = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        version = simulated_version()
+    except ValueError:
+        sys.stderr.write(traceback.format_exc())
+        return 1
+    ns = parse_args(sys.argv[1:] if argv is None else argv, version)
     setup_logging(ns.log_level, ns.log_level_http)
     try:
         knobs = SimKnobs.from_env()
         profile = get_profile(knobs.profile)
-        args, warnings = resolve_server_args(ns)
-    except (AssertionError, ValueError, KeyError):
+        args, warnings = resolve_server_args(ns, version=version)
+    except Exception:  # sglang dies on any error of its arguments: traceback, status 1
         sys.stderr.write(traceback.format_exc())
         sys.stderr.flush()
         return 1

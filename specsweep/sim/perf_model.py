@@ -30,6 +30,18 @@ and ``n`` draft tokens::
             + t_target(B, B * n)             # one verify forward
             + spec_overhead_ms + spec_ms_per_req * B   # tree building, bookkeeping
 
+Zero-step cycle (``num_steps == 0``, only reached by adaptive speculation, sglang
+0.5.23's ``EAGLEWorkerV2.forward_batch_generation`` with ``_build_trivial_verify_input``)::
+
+    t_zero = t_target(B, B)                  # TARGET_VERIFY over a 1-node tree per request
+           + (d0 + d1 * B)                   # draft extend over 1 token per request,
+                                             #   0 with SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+           + spec_overhead_ms + zero_step_per_seq_ms * B   # the worker's fixed bookkeeping
+
+No draft forwards and no tree build (``draft()`` is skipped); every request gets exactly
+one token. See ``zero_step_cycle_ms`` for why only part of the per-request bookkeeping
+remains.
+
 STANDALONE multiplies the draft terms by ``standalone_draft_factor``; NGRAM has no
 draft model (``ngram_draft_ms``). The verify shares each request's fixed and KV costs
 across its draft tokens (only ``a_tok`` scales with ``n``), which is why speculation
@@ -97,6 +109,7 @@ class PerfProfile:
     # speculative bookkeeping
     spec_overhead_ms: float = 0.3
     spec_ms_per_req: float = 1.0
+    zero_step_per_seq_ms: float = 0.0  # per-request bookkeeping left at steps 0
     # acceptance
     accept_p: float = 0.85
     accept_decay: float = 0.85
@@ -130,8 +143,24 @@ class SpecConfig:
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown speculative algorithm {self.algorithm!r}")
+        if self.is_zero_step:
+            return
         if self.num_steps < 1 or self.topk < 1 or self.num_draft_tokens < 2:
-            raise ValueError("need num_steps >= 1, topk >= 1, num_draft_tokens >= 2")
+            raise ValueError(
+                "need num_steps >= 1, topk >= 1, num_draft_tokens >= 2 (or the zero-step "
+                "cycle of adaptive EAGLE: num_steps 0, topk 1, 1 draft token)"
+            )
+
+    @property
+    def is_zero_step(self) -> bool:
+        """sglang's trivial verify (adaptive speculation at steps 0): EAGLE/EAGLE3 with
+        num_steps 0, topk 1 and a 1-node tree (num_draft_tokens 1)."""
+        return (
+            self.num_steps == 0
+            and self.topk == 1
+            and self.num_draft_tokens == 1
+            and self.algorithm in ("EAGLE", "EAGLE3", "NEXTN")
+        )
 
 
 @dataclass(frozen=True)
@@ -189,10 +218,51 @@ def draft_ms(p: PerfProfile, batch: int, spec: SpecConfig) -> float:
     return (steps + extend) * factor
 
 
-def spec_cycle_ms(p: PerfProfile, batch: int, spec: SpecConfig) -> float:
+def zero_step_cycle_ms(
+    p: PerfProfile, batch: int, overlap: bool = False, skip_draft_extend: bool = False
+) -> float:
+    """One cycle at ``speculative_num_steps == 0`` (adaptive speculation), ``batch`` requests.
+
+    What sglang 0.5.23 runs then (``EAGLEWorkerV2.forward_batch_generation``):
+
+    * no ``draft()``: no draft forwards, no ``prepare_for_draft`` KV allocation for draft
+      tokens, no ``build_eagle_verify_input`` tree build; ``_build_trivial_verify_input``
+      makes a 1-node tree per request with a handful of fixed-size tensor ops;
+    * ``verify()`` (``run_eagle_verify``): the TARGET_VERIFY forward over ``batch``
+      tokens, one per request, i.e. the same forward as a baseline decode step
+      (``target_forward_ms(batch, batch)``, whose per-sequence term already holds the
+      sampling a decode does), then sampling/acceptance of the 1-node tree and the
+      commit of one token per request;
+    * ``_draft_extend_for_decode`` over ``num_draft_tokens = 1`` token per request (a
+      draft forward, ``draft_t0_ms + draft_ms_per_token * batch``), skipped when
+      ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND`` is true (``skip_draft_extend``);
+    * the speculative worker's fixed bookkeeping (``spec_overhead_ms``: plan-stream
+      syncs, extra launches, the adaptive state switch), and of the per-request
+      bookkeeping (``spec_ms_per_req`` in a drafting cycle: draft KV slots, tree
+      masks and positions, accept-path moves, multi-token commits) only what a 1-node
+      tree still needs beyond a plain decode: ``zero_step_per_seq_ms`` (default 0: the
+      acceptance of one root and the commit of one token are what a baseline decode's
+      sampling and output already do; set it from a measurement of the v2 worker);
+    * without the overlap scheduler, the same CPU scheduling cost as any step.
+
+    Every request gets exactly one token (accept length 1, no correct drafts).
+    """
+    if batch <= 0:
+        return 0.0
+    verify = target_forward_ms(p, batch, batch)
+    extend = 0.0 if skip_draft_extend else p.draft_t0_ms + p.draft_ms_per_token * batch
+    overhead = p.spec_overhead_ms + p.zero_step_per_seq_ms * batch
+    return verify + extend + overhead + (0.0 if overlap else p.sched_overhead_ms)
+
+
+def spec_cycle_ms(
+    p: PerfProfile, batch: int, spec: SpecConfig, skip_zero_step_draft_extend: bool = False
+) -> float:
     """Draft + verify + overhead of one speculative cycle for ``batch`` requests."""
     if batch <= 0:
         return 0.0
+    if spec.is_zero_step:
+        return zero_step_cycle_ms(p, batch, spec.overlap, skip_zero_step_draft_extend)
     verify = target_forward_ms(p, batch, batch * spec.num_draft_tokens)
     sched = 0.0 if spec.overlap else p.sched_overhead_ms
     overhead = p.spec_overhead_ms + p.spec_ms_per_req * batch
@@ -207,6 +277,8 @@ def decode_step_ms(p: PerfProfile, batch: int, spec: SpecConfig | None, overlap:
 def accept_probs(p: PerfProfile, spec: SpecConfig) -> list[float]:
     """Per-depth acceptance probabilities alpha_1..alpha_D (decaying with depth)."""
     depth = min(spec.num_steps, spec.num_draft_tokens - 1)
+    if depth <= 0:
+        return []  # the zero-step cycle drafts nothing: accept length 1
     base = 1.0
     width = 1.0
     if spec.algorithm == "NGRAM":

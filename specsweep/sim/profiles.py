@@ -19,13 +19,19 @@ Shape (every section and key optional; unknown keys are errors)::
     target:      {t0_ms, per_seq_ms, per_token_ms, knee_tokens, per_token_ms_above_knee,
                   sched_overhead_ms, prefill_t0_ms, prefill_ms_per_token}
     draft:       {t0_ms, per_token_ms, prefill_share, standalone_factor, ngram_ms}
-    speculation: {overhead_ms, per_seq_ms}
+    speculation: {overhead_ms, per_seq_ms, zero_step_per_seq_ms}
     acceptance:  {p, decay, by_depth, topk_gain, eagle_factor, ngram_factor}
     calibration:                # real measurements this profile reproduces
       - {label, concurrency, spec: {algorithm, steps, topk, draft_tokens},
          max_running_requests, tok_s, accept_length, tolerance, source}
 
-The meaning of each constant is in ``specsweep.sim.perf_model``.
+The meaning of each constant is in ``specsweep.sim.perf_model``. One that only adaptive
+speculation uses: ``speculation.zero_step_per_seq_ms`` (default 0.0), the per-request
+bookkeeping a steps-0 cycle (sglang's trivial verify: no drafting, a 1-node tree per
+request) still pays beyond a plain decode step; ``per_seq_ms`` is that cost for a
+drafting cycle (draft KV slots, tree masks, accept-path moves) and does not apply at
+steps 0. Each profile's ``assumptions`` says what steps 0 costs there against the
+baseline step.
 """
 
 from __future__ import annotations
@@ -67,7 +73,11 @@ SECTIONS: dict[str, dict[str, str]] = {
         "standalone_factor": "standalone_draft_factor",
         "ngram_ms": "ngram_draft_ms",
     },
-    "speculation": {"overhead_ms": "spec_overhead_ms", "per_seq_ms": "spec_ms_per_req"},
+    "speculation": {
+        "overhead_ms": "spec_overhead_ms",
+        "per_seq_ms": "spec_ms_per_req",
+        "zero_step_per_seq_ms": "zero_step_per_seq_ms",
+    },
     "acceptance": {
         "p": "accept_p",
         "decay": "accept_decay",

@@ -13,6 +13,16 @@ does, because specsweep's own validation is tested against this behaviour:
 * ``--speculative-num-steps`` unset while topk or draft tokens are set fails with a
   bare ``AssertionError``; all three unset picks (3, 1, 4);
 * topk == 1 forces ``num_draft_tokens = num_steps + 1`` (warning).
+
+The release simulated (``SPECSWEEP_SIM_SGLANG_VERSION``, ``specsweep.sim.version``)
+decides whether ``--speculative-adaptive`` and ``--speculative-adaptive-config`` exist
+(0.5.11+); with them, sglang 0.5.23's adaptive rules run first (``specsweep.sim.adaptive``:
+the fallback to static params with its warning, or the config loaded, topk 1, steps the
+middle of the candidates, draft tokens steps + 1, steps 0 allowed). Everything else keeps
+the 0.5.9 rules above for every release, ``SGLANG_ENABLE_SPEC_V2`` included (it no longer
+exists in 0.5.23, where overlap is the default; the simulator keeps one switch for all).
+As in sglang, an unset ``--cuda-graph-max-bs`` (256) is lowered to an explicit
+``--max-running-requests`` below it.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specsweep.sim.adaptive import resolve_adaptive_args
 from specsweep.sim.perf_model import SpecConfig
+from specsweep.sim.version import DEFAULT_SGLANG_VERSION, has_adaptive_flags, simulated_version
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 AUTO_SPEC_PARAMS = (3, 1, 4)
@@ -48,8 +60,9 @@ DRAFT_TOKENS_WARNING = (
 SPEC_V2_TOPK_ERROR = "Spec v2 currently only supports topk = 1 for speculative decoding."
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """sglang's launch_server parser, restricted to the flags the simulator knows."""
+def build_parser(version: str = DEFAULT_SGLANG_VERSION) -> argparse.ArgumentParser:
+    """sglang's launch_server parser as of ``version``, restricted to the flags the
+    simulator knows."""
     p = argparse.ArgumentParser(prog="launch_server.py")
     add = p.add_argument
     add("--model-path", "--model", dest="model_path", type=str, required=True)
@@ -110,12 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--speculative-accept-threshold-acc", type=float, default=1.0)
     add("--speculative-token-map", type=str, default=None)
     add("--speculative-attention-mode", type=str, default="prefill", choices=["prefill", "decode"])
+    if has_adaptive_flags(version):
+        add("--speculative-adaptive", action="store_true")
+        add("--speculative-adaptive-config", type=str, default=None)
     return p
 
 
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    """Parse like sglang: a bad or unknown flag prints usage and exits with status 2."""
-    return build_parser().parse_args(list(argv))
+def parse_args(argv: Sequence[str], version: str = DEFAULT_SGLANG_VERSION) -> argparse.Namespace:
+    """Parse like sglang ``version``: a bad or unknown flag prints usage, exits 2."""
+    return build_parser(version).parse_args(list(argv))
 
 
 def env_flag(env: Mapping[str, str], name: str) -> bool:
@@ -124,13 +140,16 @@ def env_flag(env: Mapping[str, str], name: str) -> bool:
 
 
 def resolve_server_args(
-    ns: argparse.Namespace, env: Mapping[str, str] | None = None
+    ns: argparse.Namespace, env: Mapping[str, str] | None = None, version: str | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """Apply sglang's post-init rules; return (resolved args, warning lines).
 
-    Raises AssertionError (bare, as sglang) or ValueError exactly where sglang does.
+    Raises AssertionError (bare, as sglang) or ValueError exactly where sglang does (and
+    json's or the OS's error for an unreadable adaptive config). ``version`` defaults to
+    the one ``env`` selects.
     """
     env = os.environ if env is None else env
+    version = version or simulated_version(env)
     args = dict(vars(ns))
     warnings: list[str] = []
     args["tokenizer_path"] = args["tokenizer_path"] or args["model_path"]
@@ -142,7 +161,8 @@ def resolve_server_args(
     if args["chunked_prefill_size"] is None:
         args["chunked_prefill_size"] = 8192
     if args["cuda_graph_max_bs"] is None:
-        args["cuda_graph_max_bs"] = 256
+        mrr = args["max_running_requests"]
+        args["cuda_graph_max_bs"] = 256 if mrr is None or mrr >= 256 else mrr
     if args["page_size"] is None:
         args["page_size"] = 1
     if args["stream_interval"] < 1:
@@ -151,6 +171,7 @@ def resolve_server_args(
     algo = args["speculative_algorithm"]
     if algo == "NEXTN":
         algo = args["speculative_algorithm"] = "EAGLE"
+    resolve_adaptive_args(args, version, env_flag(env, "SGLANG_ENABLE_SPEC_V2"), warnings)
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         _resolve_eagle(args, env, warnings)
     elif algo == "NGRAM":
@@ -213,6 +234,8 @@ def _resolve_eagle(args: dict[str, Any], env: Mapping[str, str], warnings: list[
         raise ValueError(
             "speculative_num_draft_tokens must be set together with speculative_num_steps"
         )
+    if args.get("speculative_adaptive"):
+        return  # steps 0 (no drafting, 1 draft token) is a valid adaptive candidate
     if args["speculative_num_steps"] < 1 or args["speculative_eagle_topk"] < 1:
         raise ValueError("speculative_num_steps and speculative_eagle_topk must be >= 1")
     if args["speculative_num_draft_tokens"] < 2:

@@ -4,12 +4,19 @@ specsweep tails the server log to show progress and to say why a launch failed, 
 the simulator writes what sglang writes: ``[time TP0] message`` from the scheduler
 side, ``[time] INFO:     ...`` from uvicorn (sglang's ``set_uvicorn_logging_configs``),
 and on failure the tracebacks and lines a real crash leaves behind.
+
+With ``SGLANG_LOG_MS`` true, sglang's own lines carry milliseconds
+(``[2026-12-01 23:18:01.123 TP0] ...``: ``configure_logger`` in ``srt/utils/common.py``
+adds ``.%(msecs)03d`` after the time); uvicorn's lines keep whole seconds, since
+``set_uvicorn_logging_configs`` sets their format and date format without it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Mapping
 
 logger = logging.getLogger("sglang.srt.entrypoints.http_server")
 uvicorn_logger = logging.getLogger("uvicorn.error")
@@ -90,18 +97,31 @@ def bind_error(host: str, port: int) -> str:
 
 
 class SglangFormatter(logging.Formatter):
-    """``[time TP0] message`` for sglang's loggers, ``[time] INFO:     ...`` for uvicorn."""
+    """``[time TP0] message`` for sglang's loggers (``[time.msec TP0]`` with ``log_ms``),
+    ``[time] INFO:     ...`` for uvicorn."""
+
+    def __init__(self, log_ms: bool = False) -> None:
+        super().__init__()
+        self.log_ms = log_ms
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = self.formatTime(record, "%Y-%m-%d %H:%M:%S")
         if record.name.startswith("uvicorn"):
             return f"[{stamp}] {record.getMessage()}"
+        if self.log_ms:
+            stamp += f".{int(record.msecs):03d}"
         return f"[{stamp}{getattr(record, 'tp', '')}] {record.getMessage()}"
+
+
+def log_ms_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """sglang's ``SGLANG_LOG_MS`` (a boolean: true/1/yes/y, any case)."""
+    env = os.environ if env is None else env
+    return (env.get("SGLANG_LOG_MS") or "").strip().lower() in ("true", "1", "yes", "y")
 
 
 def setup_logging(level: str, level_http: str | None) -> None:
     handler = logging.StreamHandler(sys.stderr)  # flushes after every record
-    handler.setFormatter(SglangFormatter())
+    handler.setFormatter(SglangFormatter(log_ms_enabled()))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))

@@ -143,7 +143,7 @@ def test_openai_completions_non_streaming_and_chat(url):
 def test_server_info_and_model_info(url):
     for path in ("/server_info", "/get_server_info"):
         info = requests.get(url + path, timeout=5).json()
-        assert info["version"] == SIM_SGLANG_VERSION and info["simulated"] is True
+        assert info["version"] == SIM_SGLANG_VERSION == "0.5.23-sim" and info["simulated"] is True
         assert info["speculative_algorithm"] == "EAGLE3"
         assert info["speculative_num_steps"] == 3 and info["speculative_eagle_topk"] == 1
         assert info["speculative_num_draft_tokens"] == 4

@@ -151,8 +151,12 @@ def test_other_algorithms():
 
 
 def test_validation():
-    with pytest.raises(ValueError):
-        SpecConfig("EAGLE3", 0, 1, 1)
+    # steps 0 is only sglang's trivial verify (adaptive EAGLE): topk 1 and one draft token
+    assert SpecConfig("EAGLE3", 0, 1, 1).is_zero_step
+    for bad in [("EAGLE3", 0, 1, 2), ("EAGLE3", 0, 2, 1), ("NGRAM", 0, 1, 1),
+                ("STANDALONE", 0, 1, 1), ("EAGLE3", 1, 1, 1)]:  # fmt: skip
+        with pytest.raises(ValueError):
+            SpecConfig(*bad)
     with pytest.raises(ValueError):
         SpecConfig("MEDUSA", 2, 1, 3)
     faster = with_overrides(P, t0_ms=5.0)
