@@ -79,11 +79,13 @@ class AdaptiveTrace:
         switch line moves it; the segment ends at its last timestamped line. None when
         the segment has no timestamped line (nothing was logged: no trace to read).
         """
+        stamped = [m for m in map(_LINE.match, self._lines(text)) if m is not None]
+        # uvicorn's lines keep whole seconds when the scheduler's carry milliseconds: a
+        # clock of coarser grain would run backwards between them, so it is left out
+        if any("." in m.group("ts") for m in stamped):
+            stamped = [m for m in stamped if "." in m.group("ts")]
         events: list[tuple[datetime, int | None]] = []
-        for line in self._lines(text):
-            match = _LINE.match(line)
-            if match is None:
-                continue
+        for match in stamped:
             switch = _SWITCH.search(match.group("msg"))
             when = _timestamp(match.group("ts"))
             events.append((when, int(switch.group(2)) if switch else None))

@@ -77,3 +77,16 @@ def test_the_fallback_warning_and_the_startup_line_are_found():
     assert fallback_reason(warn) == "speculative_eagle_topk=2 (only topk=1 is supported)"
     assert fallback_reason(STARTUP) is None
     assert adaptive_initialized(STARTUP) and not adaptive_initialized(warn)
+
+
+def test_uvicorns_whole_second_lines_do_not_run_the_clock_backwards():
+    trace = AdaptiveTrace(initial_steps=0)
+    level = (
+        line("29.100", "Prefill batch")
+        + '[2026-12-01 10:00:29] INFO:     127.0.0.1:5 - "POST /generate HTTP/1.1" 200 OK\n'
+        + switch("29.300", 0, 3)
+        + '[2026-12-01 10:00:29] INFO:     127.0.0.1:6 - "POST /generate HTTP/1.1" 200 OK\n'
+        + switch("29.400", 3, 0)
+        + line("29.900", "Decode batch")
+    )
+    assert trace.level_shares(level) == pytest.approx({0: 0.875, 3: 0.125})

@@ -1,0 +1,125 @@
+"""Adaptive speculation through the real flows, Prefect API and simulator processes: a step
+sweep that exports its answer as SGLang tiers, launches and verifies it; the version probe
+refusing a flag the target lacks; a server that falls back to static params (issue 15)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.step_sweep import step_sweep
+from specsweep.analysis.answer import analyze_run
+from specsweep.config.file import parse_config
+from specsweep.errors import SweepFailed, UnsupportedByVersion
+from specsweep.results.store import ResultsStore
+from tests.conftest import sim_config_data
+from tests.flows.test_step_sweep_flow import no_server_left
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+# Speculation wins at c=1 and the baseline at c=16 on the default profile.
+LEVELS = {"concurrency": [1, 16], "output_len": 32, "requests_per_stream": 3}
+
+
+def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, port):
+    data = sim_config_data(
+        tmp_path, port, step_sweep={"num_steps": [1, 3]}, load=LEVELS, verify_policy=True
+    )
+    # Simulated GPU time at a fifth of real time, not a twentieth: the client's turnaround
+    # between waves (real milliseconds, when a lone request decodes in the batch-1 tier)
+    # stays as small a share of a level as on a GPU.
+    data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.2"
+    config = parse_config(data)
+    run_id = step_sweep(config)["run_id"]
+    store = ResultsStore(config.results_dir)
+    levels = store.read_levels(run_id)
+    adaptive = levels[levels["adaptive"].fillna(False).astype(bool)]
+    exported = sorted(set(adaptive.loc[adaptive["adaptive_config"].notna(), "variant"]))
+    assert len(exported) == 1 and exported[0].startswith("eagle3-adaptive-")
+    assert set(adaptive["variant"]) == {exported[0], "eagle3-adaptive-default"}
+    assert sorted(adaptive["concurrency"]) == [1, 1, 16, 16] and set(adaptive["status"]) == {"ok"}
+
+    # the tiers the server got: the file in the workdir, recorded in the rows
+    tiers = json.loads(adaptive["adaptive_config"].dropna().iloc[0])
+    files = list((config.target.workdir / "adaptive").glob("*.json"))
+    assert len(files) == 1
+    on_disk = json.loads(files[0].read_text())
+    assert {k: v["candidate_steps"] for k, v in on_disk.items()} == {
+        k: v["candidate_steps"] for k, v in tiers.items()
+    }
+    assert tiers["1"]["candidate_steps"] in ([1], [3])  # speculation at one stream
+    steps16 = [v["candidate_steps"] for k, v in sorted(tiers.items(), key=lambda kv: int(kv[0]))
+               if int(k) <= 16][-1]  # fmt: skip
+    assert steps16 == [0]  # no speculation at 16 (padded to 16, routed to the key at or below)
+
+    # what the server ran, from its log: the tier's step count at each level
+    mine = adaptive[adaptive["variant"] == exported[0]].set_index("concurrency")
+    ran1 = {int(k): v for k, v in json.loads(mine.at[1, "adaptive_steps_share"]).items()}
+    ran16 = {int(k): v for k, v in json.loads(mine.at[16, "adaptive_steps_share"]).items()}
+    assert ran1.get(tiers["1"]["candidate_steps"][0], 0) >= 0.9, ran1
+    assert ran16.get(0, 0) >= 0.9, ran16
+    assert "--speculative-adaptive-config" in mine.at[1, "server_command"]
+    assert str(files[0]) in mine.at[1, "server_command"]
+
+    # the answer judges it and says what turning speculation off in the engine costs
+    answer = analyze_run(store, run_id)
+    (check,) = answer.verifications
+    assert check.variant == exported[0]
+    assert list(check.levels["concurrency"]) == [1, 16]
+    assert check.levels["share_of_reachable"].between(0.5, 1.5).all()
+    assert check.overhead is not None and "at c=16 against a server without speculation" in check.overhead
+    assert not check.levels["share_of_default"].isna().any()  # the default tiers were measured
+    run = store.read_run(run_id)
+    assert set(run["variants"]) >= {exported[0], "eagle3-adaptive-default"}
+    report = (config.results_dir / "reports" / run_id / "report.md").read_text()
+    assert f"Verification of {exported[0]}" in report
+    assert "What the adaptive servers ran" in report
+    assert no_server_left(port)
+
+    # resuming launches nothing new: the export is the same, every level is measured
+    logs = sorted((config.target.workdir / "logs" / run_id).iterdir())
+    assert step_sweep(config, run_id=run_id)["run_id"] == run_id
+    assert sorted((config.target.workdir / "logs" / run_id).iterdir()) == logs
+
+
+def test_a_target_without_the_flag_is_refused_before_any_launch(tmp_path, port):
+    data = sim_config_data(tmp_path, port, load={"concurrency": [1]})
+    data["server"]["env"]["SPECSWEEP_SIM_SGLANG_VERSION"] = "0.5.9"
+    data["variants"] = [{"algorithm": "EAGLE3", "draft_model_path": "sim/d", "adaptive": True}]
+    config = parse_config(data)
+    from flows.matrix_sweep import matrix_sweep
+
+    with pytest.raises(UnsupportedByVersion) as exc:
+        matrix_sweep(config)
+    assert str(exc.value) == (
+        "target test-host has sglang 0.5.9: eagle3-adaptive-default needs "
+        "--speculative-adaptive, which sglang has from 0.5.11. Upgrade sglang there, or "
+        "remove those variants"
+    )
+    assert not (config.target.workdir / "logs").exists()  # nothing was launched
+    assert ResultsStore(config.results_dir).read_levels().empty
+
+
+def test_a_server_that_falls_back_to_static_params_fails_its_variant(tmp_path, port):
+    # sglang 0.5.23 runs static params with attention DP (adaptive_unsupported_reason)
+    data = sim_config_data(tmp_path, port, load={"concurrency": [1]})
+    data.pop("step_sweep")
+    data["variants"] = [
+        {},
+        {"algorithm": "EAGLE3", "draft_model_path": "sim/d", "adaptive": True,
+         "extra_args": ["--enable-dp-attention", "--dp-size", "2"]},
+    ]  # fmt: skip
+    config = parse_config(data)
+    from flows.matrix_sweep import matrix_sweep
+
+    with pytest.raises(SweepFailed) as exc:
+        matrix_sweep(config, run_id="fallback")
+    (label,) = exc.value.failed
+    run = ResultsStore(config.results_dir).read_run("fallback")
+    error = json.loads(run["variant_errors"])[label]
+    assert error.startswith("VariantMisconfigured: ")
+    assert "sglang disabled adaptive speculation (attention DP is not supported" in error
+    levels = ResultsStore(config.results_dir).read_levels("fallback")
+    assert list(levels["variant"]) == ["baseline"]  # nothing measured under a false name
+    assert no_server_left(port)
