@@ -4,6 +4,7 @@ the "remote" host, waited for, benchmarked there, cleaned up and torn down."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import socket
 import subprocess
@@ -261,3 +262,35 @@ def test_teardown_over_ssh_kills_the_orphaned_scheduler_and_waits_for_its_memory
         for a in inv.charged():  # whatever this test's inventory still lists is this test's
             with contextlib.suppress(psutil.NoSuchProcess):
                 psutil.Process(a.pid).kill()
+
+
+def test_an_adaptive_variant_over_ssh(tmp_path, port, sshd):
+    """The version asked on the host, the tiers file copied there, the step trace read back."""
+    from specsweep.config import Variant
+    from specsweep.errors import UnsupportedByVersion
+    from specsweep.pipeline import check_target_version
+
+    config = ssh_config(tmp_path, port, sshd)
+    variant = Variant(
+        algorithm="EAGLE3", draft_model_path="sim/d", adaptive={"tiers": {1: [1], 8: [0]}}
+    )
+    assert check_target_version(config, [variant]) == "0.5.23"  # the agent ran the probe there
+    old = config.model_copy(
+        update={"server": config.server.model_copy(
+            update={"env": {**config.server.env, "SPECSWEEP_SIM_SGLANG_VERSION": "0.5.9"}})}
+    )  # fmt: skip
+    with pytest.raises(UnsupportedByVersion, match=r"ssh-test has sglang 0\.5\.9"):
+        check_target_version(old, [variant])
+
+    with variant_server(config, variant, "run-adaptive") as server:
+        server.kill_stale()
+        server.launch()
+        path = tmp_path / "remote" / "adaptive" / f"{variant.adaptive.digest}.json"
+        assert str(path) in server.command.argv  # the host's resolved workdir
+        assert path.is_file() and not list(path.parent.glob("*.tmp"))
+        server.wait_for_health()
+        one = server.benchmark_level(1)
+        eight = server.benchmark_level(8)
+    assert one["adaptive"] and one["adaptive_config"] == variant.adaptive.config_json()
+    assert json.loads(one["adaptive_steps_share"]) == {"1": 1.0}
+    assert json.loads(eight["adaptive_steps_share"]).get("0", 0) >= 0.5
