@@ -92,7 +92,7 @@ def export(
     try:
         tiers = export_adaptive(levels, variants=variant or None, tie_margin=tie_margin)
     except PolicyExportRefused as exc:
-        raise fail(f"cannot export run {run_id}: {exc}", 1) from None
+        raise fail(f"run {run_id}: {exc}", 1) from None
     text = json.dumps(tiers.sglang_config(), indent=2, sort_keys=True) + "\n"
     if out is None:
         typer.echo(text, nl=False)

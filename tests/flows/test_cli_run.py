@@ -37,3 +37,41 @@ def test_failed_variants_exit_1_and_say_why(tmp_path, port):
     out = proc.stdout + proc.stderr
     assert "variants failed: baseline, eagle3-s1-k1-d2" in out
     assert "failed variant baseline: ServerDiedError: server process exited" in out
+
+
+def test_policy_verify_launches_only_the_exported_tiers_and_prints_the_verdict(tmp_path, port):
+    path = write_config(
+        tmp_path, port, load={"concurrency": [1, 16], "output_len": 32},
+        step_sweep={"num_steps": [1, 3]},
+        server={"env": {**sim_config_data(tmp_path, port)["server"]["env"],
+                        "SPECSWEEP_SIM_TIME_SCALE": "0.2"}},
+    )  # fmt: skip
+    first = CliRunner().invoke(app, ["run", "step-sweep", "-c", str(path)])
+    assert first.exit_code == 0, first.output
+    (run_id,) = [p.name for p in (tmp_path / "work" / "logs").iterdir()]
+    logs = tmp_path / "work" / "logs" / run_id
+    statics = sorted(p.name for p in logs.iterdir())
+    result = CliRunner().invoke(
+        app, ["policy", "verify", run_id, "-c", str(path), "--no-default-tiers"]
+    )
+    assert result.exit_code == 0, result.output
+    new = sorted(p.name for p in logs.iterdir() if p.name not in statics)
+    assert len(new) == 1 and new[0].startswith("eagle3-adaptive-")  # only the export launched
+    label = new[0].removesuffix(".log")
+    assert f"adaptive: {label} delivers" in result.output or (
+        f"adaptive: {label} falls short" in result.output
+    )
+    assert "turning speculation off in the engine costs" in result.output
+
+
+def test_an_adaptive_flag_the_target_lacks_exits_2_before_any_launch(tmp_path, port):
+    path = write_config(tmp_path, port, load={"concurrency": [1]})
+    result = CliRunner().invoke(
+        app, ["run", "step-sweep", "-c", str(path), "--set", "verify_policy=true",
+              "--set", "server.env.SPECSWEEP_SIM_SGLANG_VERSION=0.5.9"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "target test-host has sglang 0.5.9: verify_policy needs --speculative-adaptive" in (
+        " ".join(result.output.split())
+    )
+    assert not (tmp_path / "work" / "logs").exists()
