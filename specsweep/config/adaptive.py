@@ -100,7 +100,11 @@ def _from_shorthand(value: object) -> object:
 class AdaptiveSpec(_Model):
     """SGLang's adaptive speculation for one variant: the engine's default tiers, or yours."""
 
-    tiers: Annotated[dict[int, AdaptiveTier] | None, BeforeValidator(_parse_tiers)] = Field(
+    # `list[int]` (the `1: [3]` shorthand) is in the type for JSON schemas only: a list
+    # becomes {candidate_steps: [...]} before validation, so tiers hold AdaptiveTier values.
+    tiers: Annotated[
+        dict[int, AdaptiveTier | list[int]] | None, BeforeValidator(_parse_tiers)
+    ] = Field(
         None,
         description="Batch-size tiers, e.g. {1: [3], 8: [1], 32: [0]} or "
         "{1: {candidate_steps: [1, 3], down_hysteresis: -0.25}}; empty: sglang's default "
@@ -225,4 +229,7 @@ class AdaptiveSpec(_Model):
         return ("sglang default tiers " if self.tiers is None else "tiers ") + " ".join(parts)
 
 
-AdaptiveValue = Annotated[AdaptiveSpec | None, BeforeValidator(_from_shorthand)]
+# `true` and a path are in the type so that JSON schemas (the Prefect UI's form, the
+# deployment parameter check) admit them; after validation the value is always an
+# AdaptiveSpec or None.
+AdaptiveValue = Annotated[AdaptiveSpec | bool | str | None, BeforeValidator(_from_shorthand)]

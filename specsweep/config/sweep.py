@@ -174,7 +174,11 @@ class SweepConfig(_Model):
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
     )
-    verify_policy: Annotated[PolicyVerification | None, BeforeValidator(_verify_shorthand)] = (
+    # `bool` in the type only so JSON schemas (UI form, deployment parameters) admit `true`;
+    # after validation the value is a PolicyVerification or None.
+    verify_policy: Annotated[
+        PolicyVerification | bool | None, BeforeValidator(_verify_shorthand)
+    ] = (
         Field(
             None,
             description="true: after the variants, export the measured answer as SGLang "

@@ -57,6 +57,30 @@ def test_step_sweep_from_the_cli_watches_the_run_to_completion(prefect_stack: Pr
     assert runs.set_index("run_id").at["cli-run", "status"] == "completed"
 
 
+def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: PrefectStack, tmp_path):
+    # verify_policy from the run's parameters, as the UI form or a --param gives it
+    data = prefect_stack.sweep_config(tmp_path, load={"concurrency": [1]}, verify_policy=True)
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
+        "--param", "run_id=verify-run", "--watch", "--watch-timeout", "150",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    levels = pd.read_parquet(tmp_path / "results" / "levels" / "verify-run")
+    adaptive = levels[levels["adaptive"].fillna(False).astype(bool)]
+    exported = adaptive[adaptive["adaptive_config"].notna()]
+    assert len(exported) == 1 and exported["variant"].iloc[0].startswith("eagle3-adaptive-")
+    assert set(adaptive["variant"]) == {exported["variant"].iloc[0], "eagle3-adaptive-default"}
+    assert set(adaptive["status"]) == {"ok"}
+    assert exported["adaptive_steps_share"].notna().all()
+    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
+    keys = {
+        a["key"]
+        for a in prefect_stack.post("/artifacts/filter", {"artifacts": {"flow_run_id": {
+            "any_": [run["id"]]}}})
+    }  # fmt: skip
+    assert {"specsweep-answer", "specsweep-adaptive-export"} <= keys
+
+
 def test_a_failed_run_makes_the_cli_exit_non_zero(prefect_stack: PrefectStack, tmp_path):
     # A config without a step_sweep section: the flow fails before launching anything.
     data = prefect_stack.sweep_config(tmp_path)
