@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from specsweep.config.common import _Model
+from specsweep.config.common import SchemaAlsoAccepts, _Model
 
 # sglang 0.5.23's DEFAULT_ADAPTIVE_CONFIG (what `adaptive: true` runs on that version).
 DEFAULT_TIERS: dict[int, list[int]] = {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
@@ -97,13 +97,15 @@ def _from_shorthand(value: object) -> object:
     return value
 
 
+_STEPS_SCHEMA = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}
+
+
 class AdaptiveSpec(_Model):
     """SGLang's adaptive speculation for one variant: the engine's default tiers, or yours."""
 
-    # `list[int]` (the `1: [3]` shorthand) is in the type for JSON schemas only: a list
-    # becomes {candidate_steps: [...]} before validation, so tiers hold AdaptiveTier values.
     tiers: Annotated[
-        dict[int, AdaptiveTier | list[int]] | None, BeforeValidator(_parse_tiers)
+        dict[int, Annotated[AdaptiveTier, SchemaAlsoAccepts(_STEPS_SCHEMA)]] | None,
+        BeforeValidator(_parse_tiers),
     ] = Field(
         None,
         description="Batch-size tiers, e.g. {1: [3], 8: [1], 32: [0]} or "
@@ -229,7 +231,9 @@ class AdaptiveSpec(_Model):
         return ("sglang default tiers " if self.tiers is None else "tiers ") + " ".join(parts)
 
 
-# `true` and a path are in the type so that JSON schemas (the Prefect UI's form, the
-# deployment parameter check) admit them; after validation the value is always an
-# AdaptiveSpec or None.
-AdaptiveValue = Annotated[AdaptiveSpec | bool | str | None, BeforeValidator(_from_shorthand)]
+# `true` and a path: in the JSON schema (UI form, deployment parameters) too
+AdaptiveValue = Annotated[
+    AdaptiveSpec | None,
+    BeforeValidator(_from_shorthand),
+    SchemaAlsoAccepts({"type": "boolean"}, {"type": "string"}),
+]

@@ -4,9 +4,18 @@ become argv elements or environment variables of a launched server."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from specsweep.errors import ConfigError
 
@@ -47,6 +56,24 @@ def check_run_id(run_id: str) -> str:
             f"run id {run_id!r}: use letters, digits and . _ = - (not first), at most 128"
         )
     return run_id
+
+
+class SchemaAlsoAccepts:
+    """A field annotation: its JSON schema (the Prefect UI's form, a deployment's parameter
+    check) also admits these shorthands, which a BeforeValidator turns into the real type.
+    Validation stays on the real type, so errors name only what is wrong."""
+
+    def __init__(self, *schemas: dict[str, Any]) -> None:
+        self.schemas = schemas
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        inner = handler(core_schema)
+        options = inner.pop("anyOf", None) or [dict(inner)]
+        rest = {k: v for k, v in inner.items() if k not in ("$ref", "type", "items", "properties",
+                "additionalProperties", "required", "$defs")}  # fmt: skip
+        return {**rest, "anyOf": [*self.schemas, *options]}
 
 
 class _Model(BaseModel):

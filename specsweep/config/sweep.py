@@ -12,6 +12,7 @@ from specsweep.config.common import (
     EnvMap,
     ExtraArgs,
     PositiveInt,
+    SchemaAlsoAccepts,
     SpecAlgorithm,
     _Model,
 )
@@ -174,17 +175,15 @@ class SweepConfig(_Model):
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
     )
-    # `bool` in the type only so JSON schemas (UI form, deployment parameters) admit `true`;
-    # after validation the value is a PolicyVerification or None.
     verify_policy: Annotated[
-        PolicyVerification | bool | None, BeforeValidator(_verify_shorthand)
-    ] = (
-        Field(
-            None,
-            description="true: after the variants, export the measured answer as SGLang "
-            "adaptive tiers (sglang >= 0.5.11), launch it and verify it delivers the "
-            "per-level best (see docs/adaptive.md).",
-        )
+        PolicyVerification | None,
+        BeforeValidator(_verify_shorthand),
+        SchemaAlsoAccepts({"type": "boolean"}),
+    ] = Field(
+        None,
+        description="true: after the variants, export the measured answer as SGLang "
+        "adaptive tiers (sglang >= 0.5.11), launch it and verify it delivers the "
+        "per-level best (see docs/adaptive.md).",
     )
     stop_on_failure: bool = Field(
         False,
