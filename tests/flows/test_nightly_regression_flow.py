@@ -128,3 +128,35 @@ def test_report_link_is_served_under_the_results_root(tmp_path):
     )
     assert report_link(html, tmp_path, None) == html.resolve().as_uri()
     assert report_link(html, tmp_path / "elsewhere", "https://x/").startswith("file://")
+
+
+def test_the_exported_policy_falling_short_is_a_regression(tmp_path, port):
+    """verify_policy every night: tonight the exported tiers reach 85% of the best chain at
+    c=4 where they used to reach all of it. Every level is on disk, as on a retry: the flow
+    exports, finds the export measured, and judges."""
+    from specsweep.config import Variant
+    from tests.synthetic_levels import adaptive_row
+
+    data = sim_config_data(tmp_path, port, verify_policy={"default_tiers": False})
+    config = parse_config(data)
+    store = ResultsStore(config.results_dir)
+    shape = {"target": config.target.name, "model_path": config.server.model_path}
+    exported = Variant(
+        algorithm="EAGLE3", draft_model_path="sim/draft", adaptive={"tiers": {1: [2]}}
+    ).label  # speculation wins at c=1 and 4
+    for i, m in enumerate([*QUIET, 1.0]):
+        run_id, start = night(i)
+        for c in config.load.concurrency:
+            share = 0.85 if (i == len(QUIET) and c == 4) else 1.0
+            spec = baseline_tput(c) * 1.2 * m
+            write(store, [
+                level_row(run_id, "baseline", c, baseline_tput(c) * m, started_at=start, **shape),
+                level_row(run_id, SPEC, c, spec, started_at=start, **shape),
+                adaptive_row(run_id, exported, c, spec * share, tiers={1: [2]},
+                             steps_share={2: 1.0}, started_at=start, **shape),
+            ])  # fmt: skip
+    tonight = night(len(QUIET))[0]
+    with pytest.raises(RegressionDetected) as exc:
+        nightly_regression(config, run_id=tonight)
+    assert "exported-tiers c=4 (test-host) policy_share 0.85 vs median 1" in str(exc.value)
+    assert len(store.read_levels(tonight)) == 6  # nothing was launched: all on disk
