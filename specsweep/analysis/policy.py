@@ -1,5 +1,8 @@
 """The speculation policy: "use variant X up to concurrency N, then no speculation".
 
+X is a static variant: adaptive servers (sglang's tiers) are policies of their own and
+are judged by the verification (adaptive_verify), not offered as X.
+
 That is the rule dynamic speculation disable can apply (the seeds asked for
 it). Every candidate (X, N), N a measured level, is scored by the throughput
 it delivers over the traffic mix: sum over levels c of w(c) * T(c), where
@@ -122,6 +125,11 @@ def speculation_policy(
     base = baseline_name(levels)
     if table.empty or base is None or base not in table.columns:
         return None
+    # An adaptive server is a policy already (the engine's own): the rule is built from the
+    # static variants, and the export turns it into tiers for the engine (adaptive_export).
+    if "adaptive" in levels.columns:
+        adaptive = set(levels.loc[levels["adaptive"].fillna(False).astype(bool), "variant"])
+        table = table.drop(columns=[v for v in table.columns if v in adaptive])
     table = table[table[base].notna()]
     spec = [v for v in table.columns if v != base]
     weights = mix.resolve([int(c) for c in table.index])
