@@ -175,3 +175,20 @@ def test_no_baseline_means_no_pivot_and_no_policy():
     answer = analyze(frame(rows), "r")
     assert answer.pivots == {}
     assert answer.policy is None
+
+
+def test_an_adaptive_server_is_not_offered_as_the_policys_variant():
+    """Measured faster than every static variant at low concurrency, it still is not X in
+    'use X up to N': it is the engine's own policy, judged by the verification."""
+    from specsweep.analysis.policy import speculation_policy
+    from tests.synthetic_levels import adaptive_frame, adaptive_row, static_rows
+
+    rows = static_rows("r", {2: {1: 1.4, 8: 1.2, 32: 0.8}})
+    rows += [
+        adaptive_row("r", "eagle3-adaptive-x", c, baseline_tput(c) * r, tiers={1: [2], 24: [0]})
+        for c, r in ((1, 1.6), (8, 1.5), (32, 1.05))
+    ]
+    policy = speculation_policy(adaptive_frame(rows))
+    assert policy is not None and policy.variant == "eagle3-s2-k1-d3"
+    assert "eagle3-adaptive-x" not in set(policy.candidates["variant"].dropna())
+    assert policy.best_single == "eagle3-s2-k1-d3"
