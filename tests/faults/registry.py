@@ -21,6 +21,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
 MODULES = (
     "tests.faults.test_faults",
     "tests.flows.test_fault_flows",
+    "tests.flows.test_adaptive_flow",
     "tests.ssh.test_ssh_target",
     "tests.integration.test_cleanup",
     "tests.integration.test_gpu_cleanup",

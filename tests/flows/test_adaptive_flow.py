@@ -14,6 +14,7 @@ from specsweep.config.file import parse_config
 from specsweep.errors import SweepFailed, UnsupportedByVersion
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
+from tests.faults.registry import fault
 from tests.flows.test_step_sweep_flow import no_server_left
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
@@ -83,6 +84,13 @@ def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, p
     assert sorted((config.target.workdir / "logs" / run_id).iterdir()) == logs
 
 
+@fault(
+    "Target's sglang lacks the adaptive flag",
+    injected="`SPECSWEEP_SIM_SGLANG_VERSION=0.5.9` on a sweep with an adaptive variant",
+    outcome="the sweep asks the target which sglang it has (no model loaded) and fails with "
+    "`UnsupportedByVersion` naming the version found and the one that has the flag; nothing "
+    "is launched, nothing written",
+)
 def test_a_target_without_the_flag_is_refused_before_any_launch(tmp_path, port):
     data = sim_config_data(tmp_path, port, load={"concurrency": [1]})
     data["server"]["env"]["SPECSWEEP_SIM_SGLANG_VERSION"] = "0.5.9"
@@ -101,6 +109,13 @@ def test_a_target_without_the_flag_is_refused_before_any_launch(tmp_path, port):
     assert ResultsStore(config.results_dir).read_levels().empty
 
 
+@fault(
+    "Server falls back to static speculation",
+    injected="an adaptive variant with `--enable-dp-attention --dp-size 2` (sglang logs "
+    "`speculative_adaptive disabled: attention DP is not supported` and runs static)",
+    outcome="the variant fails with `VariantMisconfigured` and sglang's reason, before any "
+    "level: nothing is measured under the adaptive name; the other variants are measured",
+)
 def test_a_server_that_falls_back_to_static_params_fails_its_variant(tmp_path, port):
     # sglang 0.5.23 runs static params with attention DP (adaptive_unsupported_reason)
     data = sim_config_data(tmp_path, port, load={"concurrency": [1]})
