@@ -57,4 +57,3 @@ def run_probe(argv: list[str], env: Mapping[str, str], where: str) -> str:
             "(the interpreter that has sglang)"
         )
     return lines[-1]
-
