@@ -120,6 +120,13 @@ def fleet_sweep(
     """
     logger = get_run_logger()
     variants = sweep_variants(config)  # every rule checked before any launch
+    if config.verify_policy is not None:
+        # the export compares curves measured on one host; a fleet spreads them over several
+        raise ConfigError(
+            "verify_policy is not available on a fleet sweep (the export and its proof must "
+            "be measured on one host): run the fleet sweep, then `specsweep policy verify "
+            "RUN_ID -c FILE` against one host's target"
+        )
     _check_deployment()
     ctx, started = begin_run(config, variants, KIND, run_id, fleet.name)
     by_label = {v.label: v for v in variants}

@@ -17,7 +17,7 @@ from flows.run_records import begin_run, finish_run, first_line, run_config
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
-from tasks.policy import export_policy
+from tasks.policy import export_policy, steps_zero_reference
 from tasks.server import check_sglang_version
 
 
@@ -50,10 +50,13 @@ def run_sweep(
 
     measure(variants)
     if config.verify_policy is not None and not (errors and config.stop_on_failure):
-        # the run's answer as SGLang adaptive tiers, launched and measured like any variant
-        extra = export_policy(config, variants, ctx.run_id)
+        # the engine's steps 0, then the run's answer as SGLang adaptive tiers (exported with
+        # it as steps 0), launched and measured like any variant
+        zero = steps_zero_reference(config, variants)
+        measure(zero)
+        extra = export_policy(config, [*variants, *zero], ctx.run_id)
         measure(extra)
-        variants = [*variants, *extra]
+        variants = [*variants, *zero, *extra]
     if skipped:
         logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
     return finish_run(config, ctx, variants, errors, started, kind, publish, skipped)

@@ -11,13 +11,27 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from specsweep.analysis.adaptive_export import export_adaptive
-from specsweep.analysis.verification_plan import verification_variants
+from specsweep.analysis.verification_plan import pinned_zero_variant, verification_variants
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.command import command_for
 from specsweep.errors import PolicyExportRefused
 from specsweep.results.store import ResultsStore
 
 EXPORT_KEY = "specsweep-adaptive-export"
+
+
+@task(name="plan-steps-zero-reference", cache_policy=NO_CACHE)
+def steps_zero_reference(config: SweepConfig, variants: list[Variant]) -> list[Variant]:
+    """The engine's steps 0 as a variant to measure before the export (when asked)."""
+    spec = config.verify_policy
+    assert spec is not None
+    if not spec.pinned_zero:
+        return []
+    zero = pinned_zero_variant(variants, spec.chains)
+    if zero is None:
+        get_run_logger().warning("no topk-1 chain in the sweep: steps 0 is not measured")
+        return []
+    return [zero]
 
 
 @task(name="export-policy", cache_policy=NO_CACHE)

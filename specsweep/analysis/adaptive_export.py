@@ -105,6 +105,24 @@ def adaptive_mask(rows: pd.DataFrame) -> pd.Series:
     return rows["adaptive"].astype("boolean").fillna(False).astype(bool)
 
 
+def pinned_zero_mask(rows: pd.DataFrame) -> pd.Series:
+    """Adaptive rows whose every tier is [0]: sglang's speculative worker drafting nothing,
+    the one thing a tier config runs where the baseline wins (a reference, not a policy)."""
+    if "adaptive_config" not in rows.columns:
+        return pd.Series(False, index=rows.index)
+    return adaptive_mask(rows) & rows["adaptive_config"].map(_all_zero)
+
+
+def _all_zero(config: Any) -> bool:
+    if not isinstance(config, str) or not config:
+        return False
+    try:
+        tiers = [v for k, v in json.loads(config).items() if k.isdigit()]
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return bool(tiers) and all(set(t.get("candidate_steps", [])) == {0} for t in tiers)
+
+
 def static_spec_mask(rows: pd.DataFrame) -> pd.Series:
     return ~rows["is_baseline"].astype(bool) & ~adaptive_mask(rows)
 
@@ -432,15 +450,14 @@ def export_adaptive(
     if len(runs) > 1:
         raise _refuse(f"the levels hold several runs ({', '.join(runs)}): export one run")
     base, chains = _candidates(ok, variants)
-    rows = pd.concat(
-        [ok[ok["variant"] == base].assign(_s=0), chains.assign(_s=chains["num_steps"])]
-    )
+    plain = ok[ok["variant"] == base]
+    zero, notes = _steps_zero(ok, plain, chains)
+    rows = pd.concat([zero.assign(_s=0), chains.assign(_s=chains["num_steps"])])
     rows = rows.assign(_s=rows["_s"].astype(int), _cv=row_cv(rows))
     labels = dict(zip(rows["_s"], rows["variant"], strict=False))
     table = rows.pivot_table(index="concurrency", columns="_s", values="output_throughput")
     cvs = rows.pivot_table(index="concurrency", columns="_s", values="_cv", dropna=False)
     cvs = cvs.reindex_like(table)
-    notes: list[str] = []
     usable = table[table[0].notna() & table.drop(columns=[0]).notna().any(axis=1)]
     if len(usable) < len(table):
         skipped = sorted(set(table.index) - set(usable.index))
@@ -451,21 +468,23 @@ def export_adaptive(
         row = row.dropna()
         a, b = row.sort_values(ascending=False).index[:2]
         spread = 2 * math.hypot(cvs.at[c, a], cvs.at[c, b])
-        if spread > max_noise:
+        if spread > max_noise and 1 - row[b] / row[a] <= spread:  # not separated by the noise
             noisy.append(f"c={c} ({labels[a]} vs {labels[b]}: ±{spread:.1%})")
         choices[int(c)], tie = _choose(int(c), row, cvs.loc[c], labels, tie_margin)
         ties += [tie] if tie else []
     if noisy:
         raise _refuse(
             f"the levels are too noisy to separate the best from the runner-up: at "
-            f"{', '.join(noisy)} the 2-sigma spread of their ratio exceeds {max_noise:.0%}; "
+            f"{', '.join(noisy)} the 2-sigma spread of their ratio exceeds {max_noise:.0%} "
+            "and their gap is inside it; "
             "measure more repeats (load.repeats, or load.target_cv) and export again"
         )
     lv = sorted(choices)
-    if all(choices[c] == 0 for c in lv):
-        gains = (table.drop(columns=[0]).max(axis=1) / table[0] - 1).round(4)
+    plain_t = plain.groupby("concurrency")["output_throughput"].mean().reindex(table.index)
+    gains = (table.drop(columns=[0]).max(axis=1) / plain_t - 1).round(4)
+    if all(choices[c] == 0 for c in lv) or not (gains > tie_margin).any():
         raise _refuse(
-            f"speculation never wins in this run (best chain vs baseline: "
+            f"speculation never wins in this run (best chain vs the plain baseline: "
             f"{', '.join(f'c={c} {g:+.1%}' for c, g in gains.items())}, ties within "
             f"{tie_margin:.0%} go to no speculation): run without it; there is nothing to export"
         )
@@ -528,6 +547,38 @@ def export_adaptive(
         notes=tuple(notes),
         max_bs=max_bs,
     )
+
+
+def _steps_zero(
+    ok: pd.DataFrame, plain: pd.DataFrame, chains: pd.DataFrame
+) -> tuple[pd.DataFrame, list[str]]:
+    """The rows that stand for steps 0, and a note when they are not the plain baseline.
+
+    Where the baseline wins, a tier config runs steps 0 inside the speculative worker,
+    which still verifies and extends the draft model: measured (a pinned-0 variant of
+    the chains' family), that is what the chains are compared with, so a chain that
+    loses to a server without speculation but beats steps 0 in the engine keeps its
+    tier. Unmeasured, the plain baseline stands for it (the export says so).
+    """
+    family = _family(chains.iloc[0])
+    pinned = ok[pinned_zero_mask(ok)]
+    pinned = pinned[[_family(r) == family for _, r in pinned.iterrows()]]
+    if pinned.empty:
+        return plain, [
+            "steps 0 compared as a server without speculation (no pinned-0 variant measured): "
+            "where a tier runs [0] the engine's own overhead comes on top; measure it with "
+            "verify_policy.pinned_zero"
+        ]
+    name = str(pinned["variant"].iloc[0])
+    pinned = pinned[pinned["variant"] == name]
+    missing = plain[~plain["concurrency"].isin(pinned["concurrency"])]
+    note = (
+        f"steps 0 is the engine's own, measured by {name} (every tier [0]): chains are "
+        "compared with what a tier [0] really runs, not with a server without speculation"
+    )
+    if not missing.empty:
+        note += f"; at c={','.join(map(str, sorted(missing['concurrency'])))} the baseline"
+    return pd.concat([pinned, missing]), [note]
 
 
 def _tree_wins(ok: pd.DataFrame, table: pd.DataFrame, choices: dict[int, int]) -> list[TreeWin]:

@@ -7,7 +7,9 @@ level c against the *reachable best*: what a tier config can do at c.
   captured CUDA-graph size, then the closest key at or below; analysis/adaptive_export);
 - tiers whose candidates are all > 0, or mix 0 with steps: the best static chain (topk 1,
   same algorithm, draft model and spec v2 as the variant when the run has one) at c;
-- a tier [0]: the variant itself, when it ran steps 0 at least ``min_share_intended`` of
+- when the run measured the engine's steps 0 (a variant whose every tier is [0], of the
+  same family): the better of the best chain and that, at every level;
+- otherwise, a tier [0]: the variant itself, when it ran steps 0 at least ``min_share_intended`` of
   the time (nothing else is reachable; its gap to a server without speculation is the
   engine's cost of steps 0 inside the speculative worker, reported apart, not a failure);
   otherwise the best static variant at c.
@@ -32,6 +34,7 @@ from specsweep.analysis.adaptive_export import (
     decode_cuda_graph_batch_sizes,
     levels_text,
     pad_batch,
+    pinned_zero_mask,
     route,
     row_cv,
     run_max_bs,
@@ -205,24 +208,32 @@ def verify_adaptive(
     ok = ok_levels(levels)
     if "adaptive_config" not in ok.columns:
         return []
-    adaptive = ok[adaptive_mask(ok) & ok["adaptive_config"].notna()]
+    # every tier [0]: the engine's steps 0, a reference the others are judged against
+    pinned = ok[pinned_zero_mask(ok)]
+    adaptive = ok[adaptive_mask(ok) & ok["adaptive_config"].notna() & ~pinned_zero_mask(ok)]
     static, table, chains_table, base = _reference(ok)
     defaults = default_tiers_reference(levels)
     out = []
     for name, rows in adaptive.groupby("variant", sort=True):
-        args = (static, table, chains_table, base, defaults, tolerance, min_share_intended)
+        zero = _same_family(pinned, rows)
+        args = (static, table, chains_table, base, defaults, tolerance, min_share_intended, zero)
         out.append(_verify(str(name), rows, *args))
     return out
 
 
+def _same_family(candidates: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The candidates of `rows`' algorithm, draft model and spec v2 path."""
+    first = rows.iloc[0]
+    return candidates[
+        (candidates["algorithm"].map(_algo) == _algo(first["algorithm"]))
+        & (candidates["draft_model_path"].fillna("") == (first.get("draft_model_path") or ""))
+        & (candidates["spec_v2"].astype(bool) == bool(first["spec_v2"]))
+    ]
+
+
 def _family_chains(rows: pd.DataFrame, static: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     chains = static[chain_mask(static)]
-    first = rows.iloc[0]
-    same = chains[
-        (chains["algorithm"].map(_algo) == _algo(first["algorithm"]))
-        & (chains["draft_model_path"].fillna("") == (first.get("draft_model_path") or ""))
-        & (chains["spec_v2"].astype(bool) == bool(first["spec_v2"]))
-    ]
+    same = _same_family(chains, rows)
     if same.empty and not chains.empty:
         return chains, ["no static chain of its algorithm/draft model: compared with any chain"]
     return same, []
@@ -238,13 +249,17 @@ def _verify(
     defaults: pd.DataFrame,
     tolerance: float,
     min_share: float,
+    zero: pd.DataFrame,
 ) -> Verification:
     tiers = parse_tiers(str(rows["adaptive_config"].iloc[0]))
+    zero_t = zero.groupby("concurrency")["output_throughput"].mean()
+    zero_name = str(zero["variant"].iloc[0]) if len(zero) else None
     max_bs, _ = run_max_bs(rows)
     capture = decode_cuda_graph_batch_sizes(max_bs)
     chains, notes = _family_chains(rows, static)
     chain_table = _table(chains) if not chains.empty else all_chains
-    cv_static = static.assign(_cv=row_cv(static)).pivot_table(
+    refs = pd.concat([static, zero])
+    cv_static = refs.assign(_cv=row_cv(refs)).pivot_table(
         index="concurrency", columns="variant", values="_cv"
     )
     default_t = (
@@ -261,7 +276,12 @@ def _verify(
         shares = parse_shares(getattr(r, "adaptive_steps_share", None))
         share_in = sum(v for s, v in shares.items() if s in intended) if shares else math.nan
         as_intended = shares is not None and share_in >= min_share
-        if intended == [0] and as_intended:
+        if c in zero_t.index:  # measured: a tier config's best is a chain or the engine's 0
+            if chain_v is not None and chain_t >= zero_t[c]:
+                source, reach, ref = f"the best chain, {chain_v}", chain_t, chain_v
+            else:
+                source, reach, ref = f"steps 0 in the engine, {zero_name}", zero_t[c], zero_name
+        elif intended == [0] and as_intended:
             source, reach, ref = "itself (a tier [0] can do nothing else)", t, None
         elif intended == [0] or chain_v is None:
             source, reach, ref = f"the best static, {best_v}", best_t, best_v

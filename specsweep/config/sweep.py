@@ -131,6 +131,12 @@ class PolicyVerification(_Model):
         description="Also measure sglang's own default tiers (adaptive: true), so the "
         "verdict says what the export gains over the engine's defaults.",
     )
+    pinned_zero: bool = Field(
+        True,
+        description="Before exporting, measure the engine's steps 0 (the chains' setup with "
+        "every tier [0]): where the baseline wins a tier config runs that, which costs more "
+        "than a server without speculation, so a chain may still beat it. One more launch.",
+    )
     tolerance: float = Field(
         0.03,
         gt=0,

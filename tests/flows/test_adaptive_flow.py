@@ -4,6 +4,7 @@ refusing a flag the target lacks; a server that falls back to static params (iss
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -36,16 +37,24 @@ def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, p
     store = ResultsStore(config.results_dir)
     levels = store.read_levels(run_id)
     adaptive = levels[levels["adaptive"].fillna(False).astype(bool)]
-    exported = sorted(set(adaptive.loc[adaptive["adaptive_config"].notna(), "variant"]))
+    custom = adaptive[adaptive["adaptive_config"].notna()]
+    exported = sorted(set(custom["variant"]) - {"eagle3-adaptive-steps0"})
     assert len(exported) == 1 and exported[0].startswith("eagle3-adaptive-")
-    assert set(adaptive["variant"]) == {exported[0], "eagle3-adaptive-default"}
-    assert sorted(adaptive["concurrency"]) == [1, 1, 16, 16] and set(adaptive["status"]) == {"ok"}
+    assert set(adaptive["variant"]) == {
+        "eagle3-adaptive-steps0", exported[0], "eagle3-adaptive-default",
+    }  # fmt: skip
+    assert len(adaptive) == 6 and set(adaptive["status"]) == {"ok"}
+    zero = adaptive[adaptive["variant"] == "eagle3-adaptive-steps0"].set_index("concurrency")
+    assert json.loads(zero.at[16, "adaptive_steps_share"]) == {"0": 1.0}  # the engine's steps 0
+    assert "--speculative-num-steps 0" in zero.at[16, "server_command"]
 
     # the tiers the server got: the file in the workdir, recorded in the rows
-    tiers = json.loads(adaptive["adaptive_config"].dropna().iloc[0])
-    files = list((config.target.workdir / "adaptive").glob("*.json"))
-    assert len(files) == 1
-    on_disk = json.loads(files[0].read_text())
+    mine_rows = adaptive[adaptive["variant"] == exported[0]]
+    tiers = json.loads(mine_rows["adaptive_config"].iloc[0])
+    digest = hashlib.sha256(mine_rows["adaptive_config"].iloc[0].encode()).hexdigest()[:12]
+    files = {p.name: p for p in (config.target.workdir / "adaptive").glob("*.json")}
+    assert len(files) == 2 and f"{digest}.json" in files  # the export's and steps 0's
+    on_disk = json.loads(files[f"{digest}.json"].read_text())
     assert {k: v["candidate_steps"] for k, v in on_disk.items()} == {
         k: v["candidate_steps"] for k, v in tiers.items()
     }
@@ -61,7 +70,7 @@ def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, p
     assert ran1.get(tiers["1"]["candidate_steps"][0], 0) >= 0.9, ran1
     assert ran16.get(0, 0) >= 0.9, ran16
     assert "--speculative-adaptive-config" in mine.at[1, "server_command"]
-    assert str(files[0]) in mine.at[1, "server_command"]
+    assert str(files[f"{digest}.json"]) in mine.at[1, "server_command"]
 
     # the answer judges it and says what turning speculation off in the engine costs
     answer = analyze_run(store, run_id)
@@ -73,7 +82,11 @@ def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, p
     assert "at c=16 against a server without speculation" in check.overhead
     assert not check.levels["share_of_default"].isna().any()  # the default tiers were measured
     run = store.read_run(run_id)
-    assert set(run["variants"]) >= {exported[0], "eagle3-adaptive-default"}
+    assert set(run["variants"]) >= {
+        exported[0],
+        "eagle3-adaptive-default",
+        "eagle3-adaptive-steps0",
+    }
     report = (config.results_dir / "reports" / run_id / "report.md").read_text()
     assert f"Verification of {exported[0]}" in report
     assert "What the adaptive servers ran" in report

@@ -56,8 +56,9 @@ def test_policy_verify_launches_only_the_exported_tiers_and_prints_the_verdict(t
     )
     assert result.exit_code == 0, result.output
     new = sorted(p.name for p in logs.iterdir() if p.name not in statics)
-    assert len(new) == 1 and new[0].startswith("eagle3-adaptive-")  # only the export launched
-    label = new[0].removesuffix(".log")
+    # only the engine's steps 0 and the export were launched
+    assert len(new) == 2 and "eagle3-adaptive-steps0.log" in new
+    (label,) = [n.removesuffix(".log") for n in new if n != "eagle3-adaptive-steps0.log"]
     assert f"adaptive: {label} delivers" in result.output or (
         f"adaptive: {label} falls short" in result.output
     )

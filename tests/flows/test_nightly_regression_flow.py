@@ -137,7 +137,9 @@ def test_the_exported_policy_falling_short_is_a_regression(tmp_path, port):
     from specsweep.config import Variant
     from tests.synthetic_levels import adaptive_row
 
-    data = sim_config_data(tmp_path, port, verify_policy={"default_tiers": False})
+    data = sim_config_data(
+        tmp_path, port, verify_policy={"default_tiers": False, "pinned_zero": False}
+    )
     config = parse_config(data)
     store = ResultsStore(config.results_dir)
     shape = {"target": config.target.name, "model_path": config.server.model_path}

@@ -178,11 +178,16 @@ def test_too_noisy_levels_are_refused_with_the_spread_and_what_to_do():
     with pytest.raises(PolicyExportRefused) as err:
         export({3: R3, 1: R1}, row_kw={"repeats": 3, "cv": 0.03})
     text = str(err.value)
-    assert "too noisy" in text and "c=1 (eagle3-s3-k1-d4 vs eagle3-s1-k1-d2: ±8.5%)" in text
+    # c=1: s3 leads s1 by 19%, beyond the ±8.5%: separated; c=8 (5%) and c=16 (5%) are not
+    assert "too noisy" in text and "c=8 (eagle3-s3-k1-d4 vs eagle3-s1-k1-d2: ±8.5%)" in text
+    assert "c=16 (eagle3-s1-k1-d2 vs baseline: ±8.5%)" in text and "c=1 " not in text
     assert "load.repeats" in text and "load.target_cv" in text
     # One pass per level: the spread is unknown, not too large.
     assert export({3: R3, 1: R1}, row_kw={"repeats": 1, "cv": 0.03}).tiers == {1: 3, 12: 1, 20: 0}
     assert export({3: R3, 1: R1}, row_kw={"repeats": 3, "cv": 0.03}, max_noise=0.1).tiers
+    # as noisy, but every level's best is clear of the runner-up: exported
+    wide = {1: 1.6, 2: 1.5, 4: 1.35, 8: 1.25, 16: 0.85, 32: 0.8, 64: 0.7}
+    assert export({3: wide}, row_kw={"repeats": 3, "cv": 0.03}).tiers[1] == 3
 
 
 def test_no_baseline_is_refused():
@@ -287,3 +292,43 @@ def test_max_bs_comes_from_max_running_requests_and_lowest_level_is_extrapolated
     assert exp.tiers == {1: 3, 12: 1, 20: 0}
     assert any("below c=4" in n and "extrapolated" in n for n in exp.notes)
     assert export(ratios, max_bs=16).max_bs == 16
+
+
+# ---- steps 0 inside the engine (a pinned-0 variant) -------------------------------------
+
+PINNED = {1: [0]}
+STEPS0 = 0.83  # the engine at steps 0: 17% below a server without speculation
+
+
+def _with_pinned_zero(ratios, zero=STEPS0):
+    rows = static_rows(RUN, ratios)
+    levels = sorted({c for r in ratios.values() for c in r})
+    rows += [
+        adaptive_row(RUN, "eagle3-adaptive-steps0", c, baseline_tput(c) * zero, tiers=PINNED)
+        for c in levels
+    ]
+    return adaptive_frame(rows)
+
+
+def test_a_chain_that_beats_steps_0_in_the_engine_keeps_its_tier():
+    """At c=8 the baseline beats 2 steps (0.90), but a tier [0] would run the engine's steps 0
+    (0.83): measured, the export keeps 2 steps there; unmeasured, it drops to [0]."""
+    ratios = {2: {1: 1.4, 4: 1.2, 8: 0.9, 16: 0.7}}
+    plain = export_adaptive(adaptive_frame(static_rows(RUN, ratios)))
+    assert plain.tiers[1] == 2 and max(plain.tiers) <= 8 and plain.tiers[max(plain.tiers)] == 0
+    assert any("no pinned-0 variant measured" in n for n in plain.notes)
+    engine = export_adaptive(_with_pinned_zero(ratios))
+    key = max(engine.tiers)
+    assert engine.tiers[key] == 0 and 8 < key <= 16  # 2 steps up to the crossing with steps 0
+    # T0/T2 goes 0.83/0.90 -> 0.83/0.70 from c=8 to 16: 1 at 2**(3 + 0.0778/0.2635) ≈ 9.8
+    r8, r16 = 0.83 / 0.9, 0.83 / 0.7
+    assert engine.edges[-1].crossing == pytest.approx(2 ** (3 + (1 - r8) / (r16 - r8)))
+    assert key == 10
+    assert any("measured by eagle3-adaptive-steps0" in n for n in engine.notes)
+    assert "eagle3-adaptive-steps0" in engine.built_from
+
+
+def test_beating_steps_0_in_the_engine_is_not_beating_a_server_without_speculation():
+    # a weak drafter: 1 step beats the engine's steps 0 at c=1 but never the plain baseline
+    with pytest.raises(PolicyExportRefused, match="speculation never wins in this run"):
+        export_adaptive(_with_pinned_zero({1: {1: 0.87, 8: 0.6}}))

@@ -177,3 +177,23 @@ def test_runs_without_adaptive_variants_or_columns_verify_nothing():
     assert verify_adaptive(frame(sweep_rows(RUN))) == []
     old = frame(sweep_rows(RUN)).drop(columns=["adaptive", "adaptive_config"], errors="ignore")
     assert verify_adaptive(old) == []
+
+
+def test_with_the_engines_steps_0_measured_it_is_the_reference_and_not_verified():
+    """A pinned-0 variant (every tier [0]) measures what a tier [0] runs. At c=32 the engine's
+    steps 0 (0.83 of the baseline) loses to 1 step (0.90): a tier config can reach the chain
+    there, so an export running [0] at c=32 falls short of it; at c=64 (1 step 0.80) steps 0
+    is the reachable best and the export, running it, delivers."""
+    rows = static_rows(RUN, {3: R3, 1: R1})
+    for c, steps in INTENDED.items():
+        t = best(c) * 0.99 if steps else baseline_tput(c) * 0.83
+        rows.append(adaptive_row(RUN, NAME, c, t, tiers=TIERS, steps_share={steps: 1.0}))
+        rows.append(adaptive_row(RUN, "eagle3-adaptive-steps0", c, baseline_tput(c) * 0.83,
+                                 tiers={1: [0]}, steps_share={0: 1.0}))  # fmt: skip
+    (v,) = verify_adaptive(adaptive_frame(rows))  # the pinned-0 variant is not verified
+    assert v.variant == NAME and v.short == [32]
+    c32, c64 = level(v, 32), level(v, 64)
+    assert c32["reachable_source"] == "the best chain, eagle3-s1-k1-d2"
+    assert c32["share_of_reachable"] == pytest.approx(0.83 / 0.9)
+    assert c64["reachable_source"] == "steps 0 in the engine, eagle3-adaptive-steps0"
+    assert c64["share_of_reachable"] == pytest.approx(1.0) and c64["ok"]
