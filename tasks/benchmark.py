@@ -9,7 +9,7 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from specsweep.pipeline import VariantServer
-from specsweep.progress import throttled
+from specsweep.progress import OffTheLoop, throttled
 
 
 @task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name="c={concurrency}")
@@ -23,7 +23,9 @@ def benchmark_level(server: VariantServer, concurrency: int) -> dict[str, Any]:
     def update(done: int, total: int) -> None:
         update_progress_artifact(artifact_id, 100.0 * done / max(total, 1))
 
-    row = server.benchmark_level(concurrency, throttled(update, min_interval_s=1.0))
+    # an API call per update would stall the measuring event loop: a thread sends them
+    with OffTheLoop(update) as report:
+        row = server.benchmark_level(concurrency, throttled(report, min_interval_s=1.0))
     accept = row["accept_length"]
     logger.info(
         "%s c=%d: %.1f tok/s out, TTFT p50 %.1f ms, ITL p50 %.2f ms%s, %d/%d ok [%s]",

@@ -48,6 +48,7 @@ import pandas as pd
 
 from specsweep.analysis.levels import ok_levels
 from specsweep.config.adaptive import ADAPTIVE_ALGORITHMS, AdaptiveSpec
+from specsweep.config.command import LOG_MS_ENV
 from specsweep.errors import PolicyExportRefused
 
 DEFAULT_MAX_BS = 256
@@ -326,8 +327,22 @@ def _family(row: pd.Series) -> ChainFamily:
         draft_model_path=None if pd.isna(draft) else str(draft),
         spec_v2=bool(row.get("spec_v2", False)),
         extra_args=_canonical(row.get("extra_args"), "[]"),
-        env=_canonical(row.get("env"), "{}"),
+        env=_server_env(row.get("env")),
     )
+
+
+def _server_env(text: Any) -> str:
+    """The recorded env without what specsweep adds to adaptive servers for its own
+    reading of the log (SGLANG_LOG_MS): the same setup, adaptive or static."""
+    env = _canonical(text, "{}")
+    try:
+        values = json.loads(env)
+    except ValueError:
+        return env
+    if isinstance(values, dict):
+        values.pop(LOG_MS_ENV, None)
+        return json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return env
 
 
 def _candidates(ok: pd.DataFrame, variants: Sequence[str] | None) -> tuple[str, pd.DataFrame]:
@@ -466,15 +481,16 @@ def export_adaptive(
     noisy, choices, ties = [], {}, []
     for c, row in table.iterrows():
         row = row.dropna()
-        a, b = row.sort_values(ascending=False).index[:2]
-        spread = 2 * math.hypot(cvs.at[c, a], cvs.at[c, b])
-        if spread > max_noise and 1 - row[b] / row[a] <= spread:  # not separated by the noise
-            noisy.append(f"c={c} ({labels[a]} vs {labels[b]}: ±{spread:.1%})")
+        a = row.idxmax()
+        for b in row.sort_values(ascending=False).index[1:]:
+            spread = 2 * math.hypot(cvs.at[c, a], cvs.at[c, b])
+            if spread > max_noise and 1 - row[b] / row[a] <= spread:  # inside the noise
+                noisy.append(f"c={c} ({labels[a]} vs {labels[b]}: ±{spread:.1%})")
         choices[int(c)], tie = _choose(int(c), row, cvs.loc[c], labels, tie_margin)
         ties += [tie] if tie else []
     if noisy:
         raise _refuse(
-            f"the levels are too noisy to separate the best from the runner-up: at "
+            f"the levels are too noisy to separate the best from the others: at "
             f"{', '.join(noisy)} the 2-sigma spread of their ratio exceeds {max_noise:.0%} "
             "and their gap is inside it; "
             "measure more repeats (load.repeats, or load.target_cv) and export again"

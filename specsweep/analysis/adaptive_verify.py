@@ -14,7 +14,9 @@ level c against the *reachable best*: what a tier config can do at c.
   engine's cost of steps 0 inside the speculative worker, reported apart, not a failure);
   otherwise the best static variant at c.
 
-A level is ok at ``throughput >= (1 - tolerance) x reachable``; a short one gets its
+A level is ok at ``throughput >= (1 - max(tolerance, 2 sigma)) x reachable`` (sigma of the
+ratio from the repeats, when both were repeated: a gap inside the noise is no evidence,
+and the export resolves near-ties within it to fewer steps on purpose); a short one gets its
 likely cause, from the measured step shares (``adaptive_steps_share``): off the intended
 tier (a), the EMA still probing between candidates (b), or ran as intended (c: the
 runtime's own cost or noise). Every number is measured; nothing is predicted.
@@ -289,7 +291,9 @@ def _verify(
             source, reach, ref = f"the best chain, {chain_v}", chain_t, chain_v
         cv_ref = cv_static.at[c, ref] if ref and c in cv_static.index else math.nan
         noise = 0.0 if ref is None else 2 * math.hypot(r.cv_, cv_ref)
-        ok = t >= (1 - tolerance) * reach
+        # a gap inside the repeats' 2-sigma spread is not evidence of falling short (the
+        # export resolves near-ties within that spread to fewer steps on purpose)
+        ok = t >= (1 - max(tolerance, 0.0 if math.isnan(noise) else noise)) * reach
         cause, reason = None, "ok"
         if not ok:
             where = (c, key, intended, tiers, capture)

@@ -303,10 +303,11 @@ STEPS0 = 0.83  # the engine at steps 0: 17% below a server without speculation
 def _with_pinned_zero(ratios, zero=STEPS0):
     rows = static_rows(RUN, ratios)
     levels = sorted({c for r in ratios.values() for c in r})
-    rows += [
-        adaptive_row(RUN, "eagle3-adaptive-steps0", c, baseline_tput(c) * zero, tiers=PINNED)
+    rows += [  # recorded as specsweep launches it: SGLANG_LOG_MS=1 in its env
+        adaptive_row(RUN, "eagle3-adaptive-steps0", c, baseline_tput(c) * zero, tiers=PINNED,
+                     env='{"SGLANG_LOG_MS": "1"}')
         for c in levels
-    ]
+    ]  # fmt: skip
     return adaptive_frame(rows)
 
 
@@ -332,3 +333,17 @@ def test_beating_steps_0_in_the_engine_is_not_beating_a_server_without_speculati
     # a weak drafter: 1 step beats the engine's steps 0 at c=1 but never the plain baseline
     with pytest.raises(PolicyExportRefused, match="speculation never wins in this run"):
         export_adaptive(_with_pinned_zero({1: {1: 0.87, 8: 0.6}}))
+
+
+def test_a_candidate_tied_only_through_a_huge_spread_is_refused_not_chosen():
+    """s1 is 30% below s3 at c=1, but its passes spread so much (CV 0.2) that 2 sigma covers
+    the gap: choosing it would be noise deciding. The runner-up (s3 vs baseline) is clear."""
+    rows = []
+    for c in (1, 8):
+        rows.append(level_row(RUN, "baseline", c, baseline_tput(c), repeats=3, cv=0.01))
+        rows.append(chain_row(RUN, 3, c, baseline_tput(c) * (1.6 if c == 1 else 0.8),
+                              repeats=3, cv=0.01))  # fmt: skip
+        rows.append(chain_row(RUN, 1, c, baseline_tput(c) * (1.12 if c == 1 else 0.7),
+                              repeats=3, cv=0.2))  # fmt: skip
+    with pytest.raises(PolicyExportRefused, match=r"c=1 \(eagle3-s3-k1-d4 vs eagle3-s1-k1-d2"):
+        export_adaptive(adaptive_frame(rows))

@@ -197,3 +197,10 @@ def test_with_the_engines_steps_0_measured_it_is_the_reference_and_not_verified(
     assert c32["share_of_reachable"] == pytest.approx(0.83 / 0.9)
     assert c64["reachable_source"] == "steps 0 in the engine, eagle3-adaptive-steps0"
     assert c64["share_of_reachable"] == pytest.approx(1.0) and c64["ok"]
+
+
+def test_a_gap_inside_the_repeats_noise_is_not_a_shortfall():
+    quiet = run(factor={8: 0.96}, row_kw={"repeats": 3, "cv": 0.002})
+    noisy = run(factor={8: 0.96}, row_kw={"repeats": 3, "cv": 0.02})  # 2 sigma ≈ 5.7%
+    assert quiet[0].short == [8]  # 4% below with ±0.6%: short
+    assert noisy[0].short == [] and level(noisy[0], 8)["noise"] > 0.04
