@@ -111,6 +111,8 @@ _OWNED_SPELLED = (
     "--speculative-draft-model-path",
     "--speculative-num-steps",
     "--speculative-num-draft-tokens",
+    "--speculative-adaptive",
+    "--speculative-adaptive-config",
 )
 
 

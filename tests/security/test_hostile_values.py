@@ -227,7 +227,8 @@ def test_generated_run_ids_are_accepted():
 _OWNED_DESTS = {
     "model_path", "host", "port", "tp_size", "max_running_requests", "served_model_name",
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-    "speculative_eagle_topk", "speculative_num_draft_tokens",
+    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
+    "speculative_adaptive_config",
 }  # fmt: skip
 _PARSER = build_parser()
 _ACTIONS = _PARSER._option_string_actions  # option string -> action
