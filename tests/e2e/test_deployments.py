@@ -62,6 +62,9 @@ def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: Prefect
     # (only the export is launched after the sweep: the e2e worker is the suite's long pole)
     verify = {"pinned_zero": False, "default_tiers": False}
     data = prefect_stack.sweep_config(tmp_path, load={"concurrency": [1]}, verify_policy=verify)
+    # simulated time at half of real time: speculation's 1.5x at c=1 survives a loaded machine
+    # (at a twentieth, CPU starvation can flatten it and the export rightly refuses)
+    data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.5"
     proc = prefect_stack.cli(
         "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
         "--param", "run_id=verify-run", "--watch", "--watch-timeout", "150",
