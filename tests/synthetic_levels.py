@@ -6,7 +6,6 @@ by hand: the speculative/baseline throughput ratio is linear in log2(c).
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from specsweep.results.rows import steps_share_json
 from specsweep.results.schema import LEVELS_SCHEMA, SCHEMA_VERSION
 from specsweep.results.store import ResultsStore
 
@@ -217,9 +217,7 @@ def adaptive_row(
 
     spec = AdaptiveSpec(tiers=tiers)
     steps = spec.initial_steps
-    share = None
-    if steps_share is not None:
-        share = json.dumps({str(k): round(v, 4) for k, v in sorted(steps_share.items())})
+    share = None if steps_share is None else steps_share_json(steps_share)
     return level_row(
         run_id,
         variant,

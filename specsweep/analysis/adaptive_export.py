@@ -46,7 +46,7 @@ from typing import Any
 
 import pandas as pd
 
-from specsweep.analysis.levels import ok_levels
+from specsweep.analysis.levels import adaptive_mask, ok_levels
 from specsweep.config.adaptive import ADAPTIVE_ALGORITHMS, AdaptiveSpec
 from specsweep.config.command import LOG_MS_ENV
 from specsweep.errors import PolicyExportRefused
@@ -97,13 +97,6 @@ def _size_after(size: int, capture: Sequence[int]) -> int:
 
 
 # ---- row classification, shared with adaptive_verify -----------------------------------
-
-
-def adaptive_mask(rows: pd.DataFrame) -> pd.Series:
-    """Rows of adaptive variants (a missing or null `adaptive` column reads False)."""
-    if "adaptive" not in rows.columns:
-        return pd.Series(False, index=rows.index)
-    return rows["adaptive"].astype("boolean").fillna(False).astype(bool)
 
 
 def pinned_zero_mask(rows: pd.DataFrame) -> pd.Series:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from specsweep.analysis.adaptive_export import (
-    adaptive_mask,
     chain_mask,
     decode_cuda_graph_batch_sizes,
     levels_text,
@@ -41,8 +40,9 @@ from specsweep.analysis.adaptive_export import (
     row_cv,
     run_max_bs,
 )
-from specsweep.analysis.levels import ok_levels
+from specsweep.analysis.levels import adaptive_mask, ok_levels
 from specsweep.config.adaptive import DEFAULT_TIERS
+from specsweep.results.rows import parse_shares
 
 RAN = 0.01  # a step count "ran" when it holds at least 1% of the level's time
 NEGLIGIBLE = 0.01  # a steps-0 overhead below 1% is called negligible
@@ -52,13 +52,6 @@ def parse_tiers(config: str) -> dict[int, list[int]]:
     """Batch-size key -> sorted candidate steps, from a recorded adaptive_config."""
     raw = json.loads(config)
     return {int(k): sorted(set(v["candidate_steps"])) for k, v in raw.items() if k.isdigit()}
-
-
-def parse_shares(text: object) -> dict[int, float] | None:
-    """Step count -> share of the level's time; None when the trace is missing."""
-    if text is None or (isinstance(text, float) and math.isnan(text)) or text == "":
-        return None
-    return {int(k): float(v) for k, v in json.loads(str(text)).items()}
 
 
 def _shares_text(shares: dict[int, float], steps: list[int] | None = None) -> str:

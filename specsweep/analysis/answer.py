@@ -11,7 +11,13 @@ import pandas as pd
 from specsweep.analysis.adaptive_export import TierExport, export_adaptive
 from specsweep.analysis.adaptive_verify import Verification, parse_shares, verify_adaptive
 from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
-from specsweep.analysis.levels import answer_rows, best_per_level, latency_table, metric_table
+from specsweep.analysis.levels import (
+    adaptive_mask,
+    answer_rows,
+    best_per_level,
+    latency_table,
+    metric_table,
+)
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
@@ -77,15 +83,13 @@ class Answer:
 
     @property
     def has_adaptive(self) -> bool:
-        return "adaptive" in self.levels.columns and bool(
-            self.levels["adaptive"].fillna(False).any()
-        )
+        return bool(adaptive_mask(self.levels).any())
 
     def steps_ran(self) -> pd.DataFrame:
         """What each adaptive server ran: variant, concurrency, {steps: share of time}."""
         if not self.has_adaptive:
             return pd.DataFrame(columns=["variant", "concurrency", "steps_share"])
-        rows = self.levels[self.levels["adaptive"].fillna(False).astype(bool)]
+        rows = self.levels[adaptive_mask(self.levels)]
         rows = rows[rows["status"] == "ok"]
         return pd.DataFrame(
             {

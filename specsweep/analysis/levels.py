@@ -75,6 +75,14 @@ def ok_levels(levels: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["status"] == "ok"]
 
 
+def adaptive_mask(rows: pd.DataFrame) -> pd.Series:
+    """Rows of adaptive variants (a missing or null `adaptive` column reads False: files
+    written before schema 2, and static variants)."""
+    if "adaptive" not in rows.columns:
+        return pd.Series(False, index=rows.index)
+    return rows["adaptive"].astype("boolean").fillna(False).astype(bool)
+
+
 def variant_order(levels: pd.DataFrame) -> list[str]:
     """Baseline first, then speculative variants by algorithm and parameters (legend order)."""
     firsts = levels.drop_duplicates("variant")

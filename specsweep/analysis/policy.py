@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specsweep.analysis.levels import baseline_name, metric_table, slo_mask, throughput_spread
+from specsweep.analysis.levels import (
+    adaptive_mask,
+    baseline_name,
+    metric_table,
+    slo_mask,
+    throughput_spread,
+)
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 
@@ -127,9 +133,8 @@ def speculation_policy(
         return None
     # An adaptive server is a policy already (the engine's own): the rule is built from the
     # static variants, and the export turns it into tiers for the engine (adaptive_export).
-    if "adaptive" in levels.columns:
-        adaptive = set(levels.loc[levels["adaptive"].fillna(False).astype(bool), "variant"])
-        table = table.drop(columns=[v for v in table.columns if v in adaptive])
+    adaptive = set(levels.loc[adaptive_mask(levels), "variant"])
+    table = table.drop(columns=[v for v in table.columns if v in adaptive])
     table = table[table[base].notna()]
     spec = [v for v in table.columns if v != base]
     weights = mix.resolve([int(c) for c in table.index])

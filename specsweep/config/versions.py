@@ -42,15 +42,14 @@ class Feature:
     note: str = ""
 
 
-FEATURES: tuple[Feature, ...] = (
-    Feature("--speculative-adaptive", (0, 5, 11), lambda v: v.is_adaptive),
-    Feature(
-        "--speculative-adaptive with the spec v2 overlap scheduler",
-        (0, 5, 23),
-        lambda v: v.is_adaptive and v.uses_spec_v2,
-        " (0.5.11 ran static params instead)",
-    ),
+ADAPTIVE = Feature("--speculative-adaptive", (0, 5, 11), lambda v: v.is_adaptive)
+ADAPTIVE_OVERLAP = Feature(
+    "--speculative-adaptive with the spec v2 overlap scheduler",
+    (0, 5, 23),
+    lambda v: v.is_adaptive and v.uses_spec_v2,
+    " (0.5.11 ran static params instead)",
 )
+FEATURES: tuple[Feature, ...] = (ADAPTIVE, ADAPTIVE_OVERLAP)
 
 
 def features_needed(
@@ -61,9 +60,9 @@ def features_needed(
     when they are)."""
     out = [(v.label, f) for v in variants for f in FEATURES if f.needed_by(v)]
     if verify_policy:
-        out.append(("verify_policy", FEATURES[0]))
+        out.append(("verify_policy", ADAPTIVE))
         if any(v.uses_spec_v2 and v.resolved_topk == 1 for v in variants):
-            out.append(("verify_policy", FEATURES[1]))
+            out.append(("verify_policy", ADAPTIVE_OVERLAP))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -112,6 +113,14 @@ def level_row(
 def steps_share_json(share: dict[int, float]) -> str:
     """`{"0": 0.08, "1": 0.92}`: step counts in order, shares rounded to 4 digits."""
     return json.dumps({str(k): round(v, 4) for k, v in sorted(share.items())})
+
+
+def parse_shares(text: object) -> dict[int, float] | None:
+    """`adaptive_steps_share` read back: step count -> share of the level's time; None when
+    the trace is missing (a static variant, no log lines, or a file before schema 2)."""
+    if text is None or (isinstance(text, float) and math.isnan(text)) or text == "":
+        return None
+    return {int(k): float(v) for k, v in json.loads(str(text)).items()}
 
 
 def _wall(result: LevelResult, perf_time: float) -> datetime:
