@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 from collections.abc import Iterator
@@ -51,10 +52,45 @@ def pytest_configure(config: pytest.Config) -> None:
             signal.signal(sig, _stop_the_workers if controller else _stop_the_session)
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _port_window() -> range:
+    """This xdist worker's own slice of the ports below the kernel's ephemeral range.
+
+    A port taken with bind(0) is ephemeral: closed again, the kernel can hand it to any
+    process's next bind(0) or outgoing connection before the server under test binds it
+    (seen in CI: a Prefect worker listening on the port chosen for a simulator). Below
+    the range nothing is handed out implicitly, and each worker picks from its own slice.
+    """
+    low = 20000
+    high = min(_ephemeral_range()[0], 32768)
+    if high - low < 1000:
+        low, high = 1024 + 1, high
+    slices = 8
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) % slices if worker.isdigit() else 0
+    width = (high - low) // slices
+    return range(low + index * width, low + (index + 1) * width)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port no process holds now and the kernel will not hand out by itself."""
+    window = _port_window()
+    for _ in range(200):
+        port = random.choice(window)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {window.start}-{window.stop - 1}")
 
 
 @pytest.fixture

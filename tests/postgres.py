@@ -29,7 +29,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -39,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from tests.conftest import free_port as _free_port
 
 DEBIAN_BINS = "/usr/lib/postgresql/*/bin"
 MISSING = "PostgreSQL server binaries not found: apt-get install postgresql"
@@ -120,12 +121,6 @@ def _run(argv: list[str], user: pwd.struct_passwd | None, cwd: Path, **env: str)
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[0]} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
     return proc.stdout
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,17 +27,13 @@ from typing import TYPE_CHECKING, Any
 import psutil
 import requests
 
+from tests.conftest import free_port
+
 if TYPE_CHECKING:
     from tests.postgres import PgCluster
 
 BIN = Path(sys.executable).parent  # the venv's prefect and specsweep
 START_TIMEOUT_S = 180  # migrations on a fresh database: seconds, more on a slow machine
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_process(

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.conftest import free_port as _free_port
+
 SSHD = "/usr/sbin/sshd"
 
 
@@ -73,12 +75,6 @@ class Sshd:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def why_unavailable() -> str | None:

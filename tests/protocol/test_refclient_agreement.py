@@ -37,7 +37,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -51,6 +50,7 @@ from specsweep.config import LoadSpec
 from specsweep.loadgen.metrics import LevelMetrics
 from specsweep.loadgen.runner import LevelResult, run_level_sync
 from tests import needs
+from tests.conftest import free_port as _free_port
 from tests.protocol import refenv
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -150,12 +150,6 @@ CASES = (
         tolerances=_ALL | {"ttft_ms_mean": TOL_TTFT, "ttft_ms_p50": TOL_TTFT, "itl_ms_p50": None},
     ),
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _server_accept_length(base_url: str) -> float | None:
