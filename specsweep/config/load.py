@@ -55,6 +55,22 @@ class LoadSpec(_Model):
         "throughput is at most this (e.g. 0.03), up to max_repeats.",
     )
     max_repeats: PositiveInt = Field(5, description="Upper bound when target_cv is set.")
+    target_ci: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Measure a level until the 95% interval of its output throughput is "
+        "at most this wide on each side, relative (0.02: ±2%), adding passes of the level's "
+        "requests up to max_level_s / max_requests. Unset: fixed counts.",
+    )
+    max_level_s: float = Field(
+        900.0, gt=0, description="With target_ci: no further pass starts after this long."
+    )
+    max_requests: PositiveInt | None = Field(
+        None,
+        description="With target_ci: the most requests measured at a level; default 10 "
+        "passes' worth.",
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -77,7 +93,28 @@ class LoadSpec(_Model):
             raise ValueError(
                 "target_cv needs max_repeats >= 2 (and >= repeats): a spread needs two passes"
             )
+        if self.target_cv is not None and self.target_ci is not None:
+            raise ValueError(
+                "set target_ci or target_cv, not both: target_ci (the interval of one level's "
+                "throughput) supersedes target_cv (the spread between passes)"
+            )
         return self
+
+    def max_passes(self, concurrency: int) -> int:
+        """The most passes a level can run (what a disk or time estimate must allow for)."""
+        if self.target_cv is not None:
+            return self.max_repeats
+        if self.target_ci is not None:
+            return max(
+                self.repeats, self.max_requests_at(concurrency) // self.num_requests(concurrency)
+            )
+        return self.repeats
+
+    def max_requests_at(self, concurrency: int) -> int:
+        """With target_ci: the cap on measured requests at this level."""
+        if self.max_requests is not None:
+            return max(self.max_requests, self.num_requests(concurrency))
+        return 10 * self.num_requests(concurrency)
 
     def num_requests(self, concurrency: int) -> int:
         if self.requests_per_level is not None:

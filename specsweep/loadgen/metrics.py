@@ -33,6 +33,10 @@ accept_length              sum of output tokens / sum of spec_verify_ct, ok requ
                            this level only; None when the server reports no verify steps
 repeats                    measured passes (1 for a pass's own metrics)
 output_throughput_cv       sample stdev / mean of output_throughput over passes; NaN for 1
+*_lo / *_hi                95% interval of output/request throughput (t over time slices,
+                           pooled over passes) and TTFT/ITL p50/p99 (bootstrap over requests);
+                           see loadgen/intervals.py
+target_ci_met              whether load.target_ci was reached (None without a target)
 status / error             "failed" when nothing completed or error_rate > max; the most
                            common error as "k of n requests: message"
 =========================  ===============================================================
@@ -51,7 +55,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-NAN = float("nan")
+from specsweep.loadgen.intervals import (
+    NAN,
+    Interval,
+    percentile_intervals,
+    throughput_intervals,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +170,26 @@ class LevelMetrics:
     output_throughput_cv: float
     status: str
     error: str | None
+    # 95% intervals (loadgen/intervals.py); NaN when a level cannot give one.
+    output_throughput_lo: float = NAN
+    output_throughput_hi: float = NAN
+    request_throughput_lo: float = NAN
+    request_throughput_hi: float = NAN
+    ttft_ms_p50_lo: float = NAN
+    ttft_ms_p50_hi: float = NAN
+    ttft_ms_p99_lo: float = NAN
+    ttft_ms_p99_hi: float = NAN
+    itl_ms_p50_lo: float = NAN
+    itl_ms_p50_hi: float = NAN
+    itl_ms_p99_lo: float = NAN
+    itl_ms_p99_hi: float = NAN
+    target_ci_met: bool | None = None  # load.target_ci reached (None: no target)
+
+    @property
+    def output_throughput_ci(self) -> Interval:
+        return Interval(
+            self.output_throughput, self.output_throughput_lo, self.output_throughput_hi
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -195,6 +224,32 @@ def _stats_ms(prefix: str, values_s: Sequence[float]) -> dict[str, float]:
         f"{prefix}_ms_p50": _percentile_sorted(ms, 50),
         f"{prefix}_ms_p90": _percentile_sorted(ms, 90),
         f"{prefix}_ms_p99": _percentile_sorted(ms, 99),
+    }
+
+
+def latency_intervals(
+    done: Sequence[RequestRecord], estimates: dict[str, float]
+) -> dict[str, float]:
+    """Bootstrap intervals of the TTFT and ITL p50/p99 (ms), by resampling requests."""
+    out: dict[str, float] = {}
+    ttft = [[t * 1000.0] for r in done if (t := r.ttft) is not None]
+    itl = [[x * 1000.0 for x in r.itls] for r in done]
+    for name, groups in (("ttft", ttft), ("itl", itl)):
+        est = [estimates[f"{name}_ms_p{q}"] for q in (50, 99)]
+        for q, (lo, hi) in zip((50, 99), percentile_intervals(groups, (50, 99), est), strict=True):
+            out[f"{name}_ms_p{q}_lo"], out[f"{name}_ms_p{q}_hi"] = lo, hi
+    return out
+
+
+def _throughput_bounds(
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int
+) -> dict[str, float]:
+    out, req = throughput_intervals(passes, concurrency)
+    return {
+        "output_throughput_lo": out.lo,
+        "output_throughput_hi": out.hi,
+        "request_throughput_lo": req.lo,
+        "request_throughput_hi": req.hi,
     }
 
 
@@ -266,6 +321,7 @@ def compute_pass_metrics(
     window = max(t1 - t0, 0.0)
 
     status = "failed" if not done or error_rate > max_error_rate else "ok"
+    latency = {**_stats_ms("ttft", ttfts), **_stats_ms("itl", itls)}
     return LevelMetrics(
         concurrency=concurrency,
         completed=len(done),
@@ -280,8 +336,7 @@ def compute_pass_metrics(
         achieved_concurrency=_ratio(math.fsum(e2es), duration),
         steady_output_throughput=_ratio(steady_tokens(records, t0, t1), window),
         steady_window_s=window,
-        **_stats_ms("ttft", ttfts),
-        **_stats_ms("itl", itls),
+        **latency,
         **_stats_ms("tpot", tpots),
         **_stats_ms("e2e", e2es),
         decode_tok_s_per_stream=_mean(decode_rates),
@@ -290,6 +345,8 @@ def compute_pass_metrics(
         output_throughput_cv=NAN,
         status=status,
         error=_error_summary(records),
+        **_throughput_bounds([records], concurrency),
+        **latency_intervals(done, latency),
     )
 
 
@@ -328,6 +385,7 @@ def combine_passes(
         steady_window_s=math.fsum(p.steady_window_s for p in passes),
         repeats=len(passes),
         output_throughput_cv=throughput_cv(passes),
+        **_throughput_bounds(split_passes(records), concurrency),
     )
 
 

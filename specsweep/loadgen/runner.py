@@ -9,7 +9,10 @@ no more than C requests are ever in flight and exactly N are sent per pass.
 A level warms up once, then runs ``load.repeats`` passes back to back (each
 with fresh prompts, so no pass is served from the prefix cache of another);
 with ``load.target_cv`` it adds passes until the output throughput's
-coefficient of variation is at most the target, or ``load.max_repeats`` is hit.
+coefficient of variation is at most the target, or ``load.max_repeats`` is hit;
+with ``load.target_ci`` until the 95% interval of the output throughput (pooled
+over the passes, loadgen/intervals.py) is within the target, or the next pass
+would pass ``load.max_requests`` or start after ``load.max_level_s``.
 
 With ``workers`` > 1 the C streams are split over that many processes, each
 with its own event loop and its own share of the N requests: the closed loop
@@ -26,18 +29,20 @@ import math
 import os
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, TypeVar
 
 from specsweep.config import LoadSpec
+from specsweep.loadgen.intervals import throughput_intervals
 from specsweep.loadgen.metrics import (
     NAN,
     LevelMetrics,
     RequestRecord,
     combine_passes,
     compute_pass_metrics,
+    split_passes,
     throughput_cv,
 )
 from specsweep.loadgen.payloads import RequestFactory, discover_model
@@ -80,14 +85,34 @@ def resolve_workers(workers: int | None) -> int:
     return workers
 
 
-def _more_passes(passes: Sequence[LevelMetrics], load: LoadSpec) -> bool:
-    """Whether target_cv asks for another pass after these."""
+def _more_passes(
+    passes: Sequence[LevelMetrics],
+    records: Sequence[RequestRecord],
+    load: LoadSpec,
+    concurrency: int,
+    elapsed_s: float,
+) -> bool:
+    """Whether target_cv or target_ci asks for another pass after these."""
+    if load.target_ci is not None:
+        if _ci_met(records, load, concurrency) is not False:
+            return False
+        more = (len(passes) + 1) * load.num_requests(concurrency)
+        return elapsed_s < load.max_level_s and more <= load.max_requests_at(concurrency)
     if load.target_cv is None or len(passes) >= load.max_repeats:
         return False
     if len(passes) < 2:
         return True
     cv = throughput_cv(passes)
     return math.isfinite(cv) and cv > load.target_cv
+
+
+def _ci_met(records: Sequence[RequestRecord], load: LoadSpec, concurrency: int) -> bool | None:
+    """Whether the pooled interval of output throughput is within load.target_ci."""
+    if load.target_ci is None:
+        return None
+    out, _ = throughput_intervals(split_passes(records), concurrency)
+    half = out.rel_halfwidth
+    return bool(math.isfinite(half) and half <= load.target_ci)
 
 
 async def run_level(
@@ -140,13 +165,17 @@ async def run_level(
                 gc.collect()  # between passes, where no clock is running
                 records.extend(got)
                 passes.append(compute_pass_metrics(got, concurrency, load.max_error_rate))
-                if len(passes) == planned and _more_passes(passes, load):
+                elapsed = perf_counter() - perf_origin
+                if len(passes) == planned and _more_passes(
+                    passes, records, load, concurrency, elapsed
+                ):
                     planned += 1
             ended_at = datetime.now(UTC)
     finally:
         await runner.aclose()
 
     metrics = combine_passes(passes, records, concurrency, load.max_error_rate)
+    metrics = replace(metrics, target_ci_met=_ci_met(records, load, concurrency))
     _log_level(concurrency, load, metrics, records)
     return LevelResult(
         metrics=metrics,
@@ -170,6 +199,16 @@ def _log_level(
             len(short),
             load.output_len,
             sorted({str(r.finish_reason) for r in short}),
+        )
+    if metrics.target_ci_met is False:
+        logger.warning(
+            "c=%d: output throughput ±%.1f%% after %d requests in %d passes: the target "
+            "±%.1f%% was not reached within max_level_s / max_requests",
+            concurrency,
+            100 * metrics.output_throughput_ci.rel_halfwidth,
+            metrics.completed + metrics.failed,
+            metrics.repeats,
+            100 * (load.target_ci or 0.0),
         )
     cv = metrics.output_throughput_cv
     if load.target_cv is not None and not (math.isfinite(cv) and cv <= load.target_cv):

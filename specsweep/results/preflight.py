@@ -26,9 +26,8 @@ _BYTES_PER_LEVEL = 64 * 1024
 def results_bytes_needed(config: SweepConfig, n_variants: int) -> int:
     """A generous estimate of what the sweep writes (x2 for temp files and margins)."""
     load = config.load
-    passes = load.max_repeats if load.target_cv is not None else load.repeats
     per_variant = sum(
-        load.num_requests(c) * passes * _BYTES_PER_REQUEST + _BYTES_PER_LEVEL
+        load.num_requests(c) * load.max_passes(c) * _BYTES_PER_REQUEST + _BYTES_PER_LEVEL
         for c in load.concurrency
     )
     return 2 * n_variants * per_variant + 16 * 1024 * 1024

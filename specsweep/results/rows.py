@@ -103,6 +103,7 @@ def level_row(
         "num_requests": load.num_requests(c),
         "warmup_requests": load.num_warmup(c),
         "seed": load.seed,
+        "target_ci": load.target_ci,
         "started_at": result.started_at,
         "ended_at": result.ended_at,
         **result.metrics.as_dict(),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 # 2: levels gained adaptive, adaptive_config, adaptive_steps_share (older files read them null).
-SCHEMA_VERSION = 2
+# 3: levels gained the 95% intervals (*_lo, *_hi), target_ci and target_ci_met (null before).
+SCHEMA_VERSION = 3
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -42,6 +43,19 @@ METRIC_FIELDS: list[pa.Field] = [
     pa.field("output_throughput_cv", pa.float64()),
     pa.field("status", pa.string(), nullable=False),
     pa.field("error", pa.string()),
+    *[
+        pa.field(f"{name}_{end}", pa.float64())
+        for name in (
+            "output_throughput",
+            "request_throughput",
+            "ttft_ms_p50",
+            "ttft_ms_p99",
+            "itl_ms_p50",
+            "itl_ms_p99",
+        )
+        for end in ("lo", "hi")
+    ],
+    pa.field("target_ci_met", pa.bool_()),
 ]
 
 LEVELS_SCHEMA = pa.schema(
@@ -82,6 +96,7 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("num_requests", pa.int32()),
         pa.field("warmup_requests", pa.int32()),
         pa.field("seed", pa.int64()),
+        pa.field("target_ci", pa.float64()),  # load.target_ci (null: fixed request counts)
         pa.field("started_at", _UTC),
         pa.field("ended_at", _UTC),
         *METRIC_FIELDS,

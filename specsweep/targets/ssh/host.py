@@ -39,7 +39,7 @@ __all__ = ["SshHost", "host_for", "level_timeout_s"]
 
 def level_timeout_s(load: LoadSpec, concurrency: int) -> float:
     """An upper bound for one level: every request of every pass at its timeout."""
-    passes = load.max_repeats if load.target_cv is not None else load.repeats
+    passes = load.max_passes(concurrency)
     waves = math.ceil((load.num_requests(concurrency) + load.num_warmup(concurrency)) / concurrency)
     return passes * (waves + 1) * load.request_timeout_s + 60.0
 

@@ -1,0 +1,235 @@
+"""95% intervals of a level's numbers from its own requests, one pass or several.
+
+Throughput (output and request): batch means over time slices. A pass, from its
+first send to its last end, is cut into equal slices, one per wave of C requests
+(N / C of them, at least ``MIN_SLICES`` and at most ``MAX_SLICES``); each slice's rate
+is the tokens (or request-equivalents: a request counts as the share of its tokens
+that arrived) in it over its length. The slices' mean is exactly the pass's
+throughput, and the interval is Student's t over the slices: consecutive slices
+share batches, so a slice must hold about a wave: requests that ran in one batch
+rise and fall together, and slices shorter than a wave would count them as
+independent (measured: ten slices of a four-wave pass see the waves' prefill dips as
+noise and give intervals three times too wide; one slice per wave is within 1.5x of
+the pass-to-pass spread). Slices of several passes are pooled: a drift between
+passes shows up as spread between their slices. What systematic shape a pass has
+(the first wave's prefill, the tail) widens the interval, it never narrows it.
+
+Latency percentiles: a percentile bootstrap over requests (a request's ITLs move
+together, so requests are resampled, not tokens), ``BOOTSTRAP`` resamples from a
+fixed seed so a stored level always re-derives the same interval.
+
+Pure numpy; docs/metrics.md has the long version and the coverage measured by
+benchmarks/interval_coverage.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class RequestRecord(Protocol):
+    """What of loadgen.metrics.RequestRecord the slices read."""
+
+    start: float
+    end: float
+    chunk_times: tuple[float, ...]
+    chunk_tokens: tuple[int, ...]
+    output_tokens: int
+
+    @property
+    def ok(self) -> bool: ...
+
+
+MIN_SLICES, MAX_SLICES = 4, 10  # time slices per pass: one per wave of C requests, clamped
+BOOTSTRAP = 400  # resamples for the latency percentiles
+CONFIDENCE = 0.95
+NAN = float("nan")
+METHOD = "t over time slices (one per wave) per pass; latency: bootstrap over requests"
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A value and its 95% interval; lo/hi are NaN when it cannot be given."""
+
+    value: float
+    lo: float = NAN
+    hi: float = NAN
+
+    @property
+    def known(self) -> bool:
+        return math.isfinite(self.lo) and math.isfinite(self.hi)
+
+    @property
+    def rel_halfwidth(self) -> float:
+        """Half the interval's width over the value (0.02: ±2%); NaN when unknown."""
+        if not self.known or not self.value:
+            return NAN
+        return (self.hi - self.lo) / 2.0 / abs(self.value)
+
+    def __truediv__(self, other: Interval) -> Interval:
+        return ratio(self, other)
+
+
+# Student's t 0.975 quantiles for 1..30 degrees of freedom (any statistics table).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+_Z975 = 1.959964
+
+
+def t_quantile(df: int) -> float:
+    """Student's t 0.975 quantile: the table up to 30, then the Cornish-Fisher expansion
+    (within 1e-4 of the exact value from there on)."""
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, v = _Z975, float(df)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
+
+
+def mean_interval(samples: Sequence[float] | np.ndarray) -> Interval:
+    """Student's t interval of a mean; lo/hi NaN below two samples."""
+    x = np.asarray(samples, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return Interval(NAN)
+    mean = float(x.mean())
+    if len(x) < 2:
+        return Interval(mean)
+    half = t_quantile(len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return Interval(mean, mean - half, mean + half)
+
+
+def ratio(a: Interval, b: Interval) -> Interval:
+    """a / b for independent measurements: relative half-widths add in quadrature, applied
+    on the log scale so the interval stays positive and a / b and b / a agree."""
+    if not (b.value and math.isfinite(a.value) and math.isfinite(b.value)):
+        return Interval(NAN)
+    value = a.value / b.value
+    if not (a.known and b.known) or a.value <= 0 or b.value <= 0:
+        return Interval(value)
+    spread = math.hypot(_log_halfwidth(a), _log_halfwidth(b))
+    return Interval(value, value * math.exp(-spread), value * math.exp(spread))
+
+
+def _log_halfwidth(x: Interval) -> float:
+    lo = max(x.lo, x.value * 1e-9)
+    return (math.log(x.hi) - math.log(lo)) / 2.0
+
+
+def slices_for(requests: int, concurrency: int) -> int:
+    """One slice per wave of `concurrency` requests, within [MIN_SLICES, MAX_SLICES]."""
+    return int(min(MAX_SLICES, max(MIN_SLICES, round(requests / max(concurrency, 1)))))
+
+
+def slice_rates(records: Sequence[RequestRecord], slices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(output tok/s, requests/s) in each of `slices` equal slices of one pass.
+
+    Each ok request's tokens are placed at its chunks' arrival times (scaled up evenly
+    where the chunks' tokens add up to less than the request's output, as in
+    metrics.steady_tokens); a request is counted as the share of its tokens per chunk.
+    """
+    if not records:
+        return np.zeros(0), np.zeros(0)
+    t0 = min(r.start for r in records)
+    t1 = max(r.end for r in records)
+    if not t1 > t0:
+        return np.zeros(0), np.zeros(0)
+    times: list[float] = []
+    tokens: list[float] = []
+    shares: list[float] = []
+    for r in records:
+        if not r.ok or not r.chunk_times:
+            continue
+        counted = sum(r.chunk_tokens)
+        if counted <= 0:
+            continue
+        scale = r.output_tokens / counted
+        times.extend(r.chunk_times)
+        tokens.extend(n * scale for n in r.chunk_tokens)
+        shares.extend(n / counted for n in r.chunk_tokens)
+    edges = np.linspace(t0, t1, slices + 1)
+    width = (t1 - t0) / slices
+    at = np.clip(np.asarray(times, dtype=float), t0, t1)
+    out, _ = np.histogram(at, bins=edges, weights=np.asarray(tokens, dtype=float))
+    req, _ = np.histogram(at, bins=edges, weights=np.asarray(shares, dtype=float))
+    return out / width, req / width
+
+
+def throughput_intervals(
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int
+) -> tuple[Interval, Interval]:
+    """(output throughput, request throughput) over the pooled slices of these passes."""
+    out_parts, req_parts = [], []
+    for records in passes:
+        out, req = slice_rates(records, slices_for(len(records), concurrency))
+        out_parts.append(out)
+        req_parts.append(req)
+    if not out_parts:
+        return Interval(NAN), Interval(NAN)
+    return mean_interval(np.concatenate(out_parts)), mean_interval(np.concatenate(req_parts))
+
+
+def _weighted_quantiles(
+    ordered: np.ndarray, owner: np.ndarray, counts: np.ndarray, q: float
+) -> np.ndarray:
+    """The q-quantile (0-1) of `ordered` (sorted) under each resample's request counts.
+
+    counts: (resamples, requests); a value weighs its request's count in that resample.
+    The inverted-CDF quantile: the first value whose cumulative weight reaches q.
+    """
+    out = np.empty(len(counts))
+    step = max(1, 4_000_000 // len(ordered))  # bounds the memory: rows x values floats
+    for i in range(0, len(counts), step):
+        cum = np.cumsum(counts[i : i + step, owner], axis=1)
+        pos = (cum < q * cum[:, -1:]).sum(axis=1)
+        out[i : i + step] = ordered[np.minimum(pos, len(ordered) - 1)]
+    return out
+
+
+def percentile_intervals(
+    per_request: Sequence[Sequence[float]],
+    qs: Sequence[float],
+    estimates: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP,
+    seed: int = 0,
+) -> list[tuple[float, float]]:
+    """(lo, hi) of each percentile q (0-100) of the pooled values, by resampling requests.
+
+    per_request: one sequence of values (ms) per request (one TTFT, or its ITLs);
+    estimates: the reported percentiles, which each interval is widened to contain (the
+    resamples use the inverted-CDF quantile, the report numpy's linear one: with few
+    requests a p99 can sit just outside its resamples' range).
+    """
+    groups = [np.asarray(v, dtype=float) for v in per_request if len(v)]
+    if len(groups) < 2:
+        return [(NAN, NAN) for _ in qs]
+    values = np.concatenate(groups)
+    owner = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    order = np.argsort(values, kind="stable")
+    ordered, owner = values[order], owner[order]
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(groups), size=(resamples, len(groups)))
+    counts = np.zeros((resamples, len(groups)))
+    np.add.at(counts, (np.arange(resamples)[:, None], picks), 1.0)
+    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
+    out = []
+    for q, est in zip(qs, estimates, strict=True):
+        boot = _weighted_quantiles(ordered, owner, counts, q / 100.0)
+        lo, hi = float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail))
+        out.append((min(lo, est), max(hi, est)) if math.isfinite(est) else (lo, hi))
+    return out
