@@ -14,11 +14,13 @@ The other targets' rows are for the host comparison (analysis/hosts.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from specsweep.analysis.params import LatencySLO
+from specsweep.analysis.params import TIE_MARGIN, LatencySLO
+from specsweep.results.intervals import Interval, ratio
 
 LATENCY_COLUMNS = ["ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"]
 _SORT_KEYS = ["algorithm", "num_steps", "topk", "num_draft_tokens", "spec_v2", "variant"]
@@ -105,6 +107,57 @@ def metric_table(levels: pd.DataFrame, metric: str) -> pd.DataFrame:
     return table[[v for v in variant_order(ok) if v in table.columns]]
 
 
+def interval_tables(levels: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(lo, hi) of the metric's 95% interval, shaped like metric_table; NaN where a level has
+    none (files before schema 3, synthetic rows)."""
+    table = metric_table(levels, metric)
+    ok = ok_levels(levels)
+    out = []
+    for end in ("lo", "hi"):
+        column = f"{metric}_{end}"
+        if table.empty or column not in ok.columns or ok[column].isna().all():
+            out.append(pd.DataFrame(np.nan, index=table.index, columns=table.columns))
+            continue
+        bound = ok.pivot_table(
+            index="concurrency", columns="variant", values=column, aggfunc="mean", dropna=False
+        )
+        out.append(bound.reindex(index=table.index, columns=table.columns))
+    return out[0], out[1]
+
+
+def cell(table: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, c: int, v: str) -> Interval:
+    """One (concurrency, variant) of a metric with its interval."""
+    return Interval(float(table.at[c, v]), float(lo.at[c, v]), float(hi.at[c, v]))
+
+
+def simplicity_key(facts: pd.Series | dict) -> tuple:
+    """Orders variants simplest first: no speculation, then fewer draft steps, a narrower
+    tree, fewer draft tokens, a static server before an adaptive one."""
+
+    def num(name: str) -> float:
+        value = facts.get(name)
+        return float(value) if value is not None and not pd.isna(value) else 0.0
+
+    adaptive = facts.get("adaptive")
+    adaptive = adaptive is not None and not pd.isna(adaptive) and bool(adaptive)
+    return (
+        0 if bool(facts.get("is_baseline")) else 1,
+        num("num_steps"),
+        num("topk"),
+        num("num_draft_tokens"),
+        1
+        if adaptive is True or (adaptive is not None and not pd.isna(adaptive) and adaptive)
+        else 0,
+        str(facts.get("variant")),
+    )
+
+
+def simplest(levels: pd.DataFrame, variants: Sequence[str]) -> str:
+    """The simplest of these variants (simplicity_key)."""
+    firsts = levels.drop_duplicates("variant").set_index("variant", drop=False)
+    return min(variants, key=lambda v: simplicity_key(firsts.loc[v]) if v in firsts.index else ())
+
+
 def throughput_spread(levels: pd.DataFrame) -> pd.DataFrame:
     """CV of output throughput across repeats per (concurrency, variant); NaN for one pass."""
     ok = ok_levels(levels)
@@ -131,13 +184,20 @@ def argmax_columns(table: pd.DataFrame) -> pd.Series:
     )
 
 
-def best_per_level(levels: pd.DataFrame, slo: LatencySLO | None = None) -> pd.DataFrame:
+def best_per_level(
+    levels: pd.DataFrame, slo: LatencySLO | None = None, tie_margin: float = TIE_MARGIN
+) -> pd.DataFrame:
     """The highest-throughput variant at each concurrency, with its speedup over the baseline.
 
-    Columns: concurrency, best_variant, best_throughput, baseline_throughput,
-    speedup, speedup_spread (relative, from the repeats' CVs; NaN when a level
-    was measured once), and with an SLO: the best variant among those that meet
-    it (None when none does) and whether the baseline meets it.
+    Columns: concurrency, best_variant, best_throughput, best_lo/best_hi (its 95%
+    interval), baseline_throughput, speedup, speedup_lo/speedup_hi, speedup_spread
+    (relative, from the repeats' CVs; NaN when a level was measured once); the evidence:
+    runner_up, lead (best / runner-up) with lead_lo/lead_hi, near_tie (the lead's interval
+    reaches below 1 + tie_margin), tied (the variants the best is not separated from,
+    comma-joined) and choice (the simplest of the best and those tied: what a policy
+    should run there); and with an SLO: the best variant among those that meet it (None
+    when none does) and whether the baseline meets it. Intervals are NaN where the
+    levels have none; then near_tie judges the lead alone against the margin.
     """
     throughput = metric_table(levels, "output_throughput")
     if throughput.empty:
@@ -161,6 +221,7 @@ def best_per_level(levels: pd.DataFrame, slo: LatencySLO | None = None) -> pd.Da
         out["baseline_throughput"] = np.nan
         out["speedup"] = np.nan
         out["speedup_spread"] = np.nan
+    out = out.join(_evidence(levels, throughput, base, tie_margin))
     if slo is not None and slo.active:
         meets = slo_mask(levels, slo)
         allowed = throughput.where(meets.reindex_like(throughput).fillna(False).astype(bool))
@@ -170,6 +231,47 @@ def best_per_level(levels: pd.DataFrame, slo: LatencySLO | None = None) -> pd.Da
             out["speedup_slo"] = out["best_throughput_slo"] / out["baseline_throughput"]
             out["baseline_meets_slo"] = meets.reindex(throughput.index)[base].fillna(False)
     return out.reset_index()
+
+
+def _evidence(
+    levels: pd.DataFrame, throughput: pd.DataFrame, base: str | None, tie_margin: float
+) -> pd.DataFrame:
+    lo, hi = interval_tables(levels, "output_throughput")
+    rows = []
+    for c, row in throughput.iterrows():
+        measured = row.dropna().sort_values(ascending=False)
+        if measured.empty:
+            rows.append({"concurrency": c})
+            continue
+        best = str(measured.index[0])
+        top = cell(throughput, lo, hi, c, best)
+        entry: dict = {"concurrency": c, "best_lo": top.lo, "best_hi": top.hi}
+        if base is not None and base in measured.index:
+            speedup = ratio(top, cell(throughput, lo, hi, c, base))
+            entry["speedup_lo"], entry["speedup_hi"] = speedup.lo, speedup.hi
+        tied = []
+        for other in measured.index[1:]:
+            lead = ratio(top, cell(throughput, lo, hi, c, str(other)))
+            if (lead.lo if lead.known else lead.value) < 1.0 + tie_margin:
+                tied.append(str(other))
+        if len(measured) > 1:
+            lead = ratio(top, cell(throughput, lo, hi, c, str(measured.index[1])))
+            entry.update(
+                runner_up=str(measured.index[1]),
+                lead=lead.value,
+                lead_lo=lead.lo,
+                lead_hi=lead.hi,
+            )
+        entry["near_tie"] = bool(tied)
+        entry["tied"] = ", ".join(tied) if tied else None
+        entry["choice"] = simplest(levels, [best, *tied]) if tied else best
+        rows.append(entry)
+    columns = [
+        "best_lo", "best_hi", "speedup_lo", "speedup_hi", "runner_up", "lead", "lead_lo",
+        "lead_hi", "near_tie", "tied", "choice",
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows).set_index("concurrency") if rows else pd.DataFrame()
+    return frame.reindex(columns=columns, index=throughput.index)
 
 
 def latency_table(levels: pd.DataFrame, slo: LatencySLO | None = None) -> pd.DataFrame:

@@ -11,6 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
+# Two variants whose throughputs the intervals cannot separate by more than this are a
+# near-tie, resolved to the simpler one (vLLM's tune_speculative_k prefers the smaller K
+# within 1%).
+TIE_MARGIN = 0.01
+
 # Direction of each metric the regression check can judge: is a larger value better?
 HIGHER_IS_BETTER: dict[str, bool] = {
     "output_throughput": True,

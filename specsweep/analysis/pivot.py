@@ -10,19 +10,29 @@ Multiple crossings (a variant that loses at c=8, wins again at c=16 and
 loses from c=32, typically noise near r = 1) are all listed; the pivot is
 the *first* downward crossing, because above it speculation no longer pays
 reliably, and `multiple_crossings` tells the reader to look at the plot.
+
+With the levels' 95% intervals, each level is *above* (the ratio's interval is over
+1), *below* (under 1) or *unsure* (it contains 1). A crossing between a sure-above and
+a sure-below level gets an interval: the crossing of the two lower bounds and of the
+two upper bounds (raising both ratios moves the crossing up). `never` / `always` need
+every level sure; otherwise the pivot is `inconclusive` between the last sure-above
+and the first sure-below level around the unsure ones, with the level to add there.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
-from specsweep.analysis.levels import baseline_name, metric_table
+from specsweep.analysis.levels import baseline_name, cell, interval_tables, metric_table
+from specsweep.results.intervals import ratio
 
-PivotKind = Literal["crosses", "never", "always", "below_at_low"]
+PivotKind = Literal["crosses", "never", "always", "below_at_low", "inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class Pivot:
       never         never slower than the baseline in the measured range
       always        slower than the baseline at every measured level
       below_at_low  slower at low concurrency, faster above (no downward crossing)
+      inconclusive  the intervals cannot place it: between c=low and c=high (None: below
+                    the lowest / above the highest measured level); add `suggest` there
     """
 
     variant: str
@@ -41,15 +53,49 @@ class Pivot:
     concurrency: float | None  # the interpolated pivot when kind == "crosses"
     levels: tuple[int, ...]  # the levels compared (both measured ok)
     crossings: tuple[tuple[float, str], ...] = field(default=())  # (concurrency, "down"/"up")
+    low: float | None = None  # crosses: the pivot's 95% range; inconclusive: the bracket
+    high: float | None = None
+    unsure: tuple[int, ...] = ()  # levels whose ratio's interval contains 1
+    suggest: int | None = None  # inconclusive: the level to measure next
+    intervals: bool = False  # whether the levels had intervals (schema 3)
 
     @property
     def multiple_crossings(self) -> bool:
         return len(self.crossings) > 1
 
+    @property
+    def soft(self) -> bool:
+        """Inconclusive, or a crossing whose range spans more than a factor 1.25 in c."""
+        if self.kind == "inconclusive":
+            return True
+        if self.kind != "crosses" or self.low is None or self.high is None:
+            return False
+        return self.high > 1.25 * self.low
+
+    def range_text(self) -> str:
+        if self.low is None or self.high is None:
+            return ""
+        return f"c≈{self.low:.3g} to {self.high:.3g}"
+
     def describe(self) -> str:
         lo, hi = (self.levels[0], self.levels[-1]) if self.levels else (None, None)
+        if self.kind == "inconclusive":
+            where = (
+                f"between c={self.low:g} and c={self.high:g}"
+                if self.low is not None and self.high is not None
+                else f"at or below c={self.high:g}"
+                if self.high is not None
+                else f"from c={self.low:g} up to the highest measured c={hi}"
+            )
+            unsure = ", ".join(map(str, self.unsure))
+            text = f"inconclusive {where}: the ratio's 95% interval contains 1 at c={unsure}"
+            if self.suggest is not None:
+                text += f"; add a level at c={self.suggest} (or repeat c={unsure})"
+            return text
         if self.kind == "crosses":
             text = f"pivot at c≈{self.concurrency:.3g}"
+            if self.low is not None and self.high is not None:
+                text += f" (95%: {self.range_text()})"
             if self.multiple_crossings:
                 marks = ", ".join(f"{d} at c≈{c:.3g}" for c, d in self.crossings)
                 text += f" (crosses the baseline {len(self.crossings)} times: {marks})"
@@ -70,12 +116,57 @@ def _crossing(c0: int, c1: int, r0: float, r1: float) -> float:
     return float(2 ** (x0 + (1.0 - r0) * (x1 - x0) / (r1 - r0)))
 
 
-def pivot_for(ratio: pd.Series, variant: str) -> Pivot:
-    """Pivot of one variant from its throughput ratio to the baseline, indexed by concurrency."""
+def _sides(ratio: pd.Series, lo: pd.Series, hi: pd.Series) -> dict[int, str]:
+    """Per level: "above", "below" or "unsure" (the ratio's interval contains 1)."""
+    out = {}
+    for c, r in ratio.items():
+        low, high = lo.get(c, math.nan), hi.get(c, math.nan)
+        if math.isnan(low) or math.isnan(high):
+            out[int(c)] = "above" if r >= 1.0 else "below"
+        else:
+            out[int(c)] = "above" if low >= 1.0 else "below" if high < 1.0 else "unsure"
+    return out
+
+
+def _inconclusive(variant: str, levels: tuple[int, ...], sides: dict[int, str], crossings) -> Pivot:
+    """The bracket around the unsure levels: the last sure-above level before the first
+    unsure one, the first sure-below level after the last unsure one."""
+    unsure = [c for c in levels if sides[c] == "unsure"]
+    above = [c for c in levels if sides[c] == "above" and c < unsure[0]]
+    below = [c for c in levels if sides[c] == "below" and c > unsure[-1]]
+    low = float(above[-1]) if above else None
+    high = float(below[0]) if below else None
+    # the geometric middle of the widest unmeasured gap around the unsure levels
+    points = sorted({*(c for c in (low, high) if c is not None), *map(float, unsure)})
+    gaps = [(b / a, a, b) for a, b in itertools.pairwise(points) if b / a > 1.5]
+    suggest = None
+    if gaps:
+        _, a, b = max(gaps)
+        suggest = round(math.sqrt(a * b))
+    elif high is None:
+        suggest = int(2 * levels[-1])
+    return Pivot(
+        variant, "inconclusive", None, levels, tuple(crossings), low, high, tuple(unsure),
+        suggest, True,
+    )  # fmt: skip
+
+
+def pivot_for(
+    ratio: pd.Series,
+    variant: str,
+    lo: pd.Series | None = None,
+    hi: pd.Series | None = None,
+) -> Pivot:
+    """Pivot of one variant from its throughput ratio to the baseline, indexed by concurrency,
+    with the ratio's 95% interval when the levels have one (lo, hi)."""
     ratio = ratio.dropna().sort_index()
     levels = tuple(int(c) for c in ratio.index)
     if ratio.empty:
         return Pivot(variant, "never", None, levels)
+    lo = lo.reindex(ratio.index) if lo is not None else pd.Series(math.nan, index=ratio.index)
+    hi = hi.reindex(ratio.index) if hi is not None else pd.Series(math.nan, index=ratio.index)
+    known = bool(lo.notna().all() and hi.notna().all())
+    sides = _sides(ratio, lo, hi)
     crossings: list[tuple[float, str]] = []
     pairs = zip(
         ratio.index[:-1], ratio.index[1:], ratio.to_numpy()[:-1], ratio.to_numpy()[1:], strict=True
@@ -87,24 +178,59 @@ def pivot_for(ratio: pd.Series, variant: str) -> Pivot:
             crossings.append((_crossing(c0, c1, r0, r1), "up"))
     downs = [c for c, d in crossings if d == "down"]
     if downs:
-        return Pivot(variant, "crosses", downs[0], levels, tuple(crossings))
+        c0, c1 = _bracket(ratio, downs[0])
+        if sides[c0] == "unsure" or sides[c1] == "unsure":
+            return _inconclusive(variant, levels, sides, crossings)
+        low = high = None
+        if known:
+            low = _crossing(c0, c1, float(lo[c0]), float(lo[c1]))
+            high = _crossing(c0, c1, float(hi[c0]), float(hi[c1]))
+            low, high = max(min(low, high), c0), min(max(low, high), c1)
+        return Pivot(
+            variant, "crosses", downs[0], levels, tuple(crossings), low, high,
+            tuple(c for c in levels if sides[c] == "unsure"), None, known,
+        )  # fmt: skip
+    if any(s == "unsure" for s in sides.values()):
+        return _inconclusive(variant, levels, sides, crossings)
     if (ratio >= 1.0).all():
-        return Pivot(variant, "never", None, levels)
+        return Pivot(variant, "never", None, levels, intervals=known)
     if (ratio < 1.0).all():
-        return Pivot(variant, "always", None, levels)
-    return Pivot(variant, "below_at_low", None, levels, tuple(crossings))
+        return Pivot(variant, "always", None, levels, intervals=known)
+    return Pivot(variant, "below_at_low", None, levels, tuple(crossings), intervals=known)
+
+
+def _bracket(ratio: pd.Series, crossing: float) -> tuple[int, int]:
+    """The measured levels on either side of an interpolated crossing."""
+    cs = [int(c) for c in ratio.index]
+    for c0, c1 in itertools.pairwise(cs):
+        if c0 <= crossing <= c1 and ratio[c0] >= 1.0 > ratio[c1]:
+            return c0, c1
+    raise AssertionError(f"no bracket for the crossing at c={crossing}")
 
 
 def throughput_ratios(levels: pd.DataFrame) -> pd.DataFrame:
     """Index concurrency, one column per speculative variant: its throughput / the baseline's."""
+    return ratio_intervals(levels)[0]
+
+
+def ratio_intervals(levels: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(ratio, lo, hi): each speculative variant's throughput / the baseline's per level,
+    with its 95% interval (NaN where the levels have none)."""
     table = metric_table(levels, "output_throughput")
     base = baseline_name(levels)
     if table.empty or base is None or base not in table.columns:
-        return pd.DataFrame()
-    return table.drop(columns=[base]).div(table[base], axis=0)
+        return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
+    lo, hi = interval_tables(levels, "output_throughput")
+    spec = [v for v in table.columns if v != base]
+    out = [pd.DataFrame(np.nan, index=table.index, columns=spec) for _ in range(3)]
+    for v in spec:
+        for c in table.index:
+            r = ratio(cell(table, lo, hi, c, v), cell(table, lo, hi, c, base))
+            out[0].at[c, v], out[1].at[c, v], out[2].at[c, v] = r.value, r.lo, r.hi
+    return out[0], out[1], out[2]
 
 
 def pivot_points(levels: pd.DataFrame) -> dict[str, Pivot]:
     """Pivot of every speculative variant of a run (empty without a measured baseline)."""
-    ratios = throughput_ratios(levels)
-    return {str(v): pivot_for(ratios[v], str(v)) for v in ratios.columns}
+    ratios, lo, hi = ratio_intervals(levels)
+    return {str(v): pivot_for(ratios[v], str(v), lo[v], hi[v]) for v in ratios.columns}

@@ -8,9 +8,14 @@ it). Every candidate (X, N), N a measured level, is scored by the throughput
 it delivers over the traffic mix: sum over levels c of w(c) * T(c), where
 T(c) is X's throughput for c <= N and the baseline's above, and w(c) the
 share of time spent at c. The best candidate wins; "no speculation" is a
-candidate too. It is compared with always-baseline, with always running the
-best single speculative variant, and with the per-level oracle (best
-variant at every level, the ceiling no single-threshold rule can pass).
+candidate too. A candidate the levels' 95% intervals cannot separate from the best by
+more than the tie margin (the difference of their weighted sums, over the levels where
+they differ, with the half-widths added in quadrature) is a near-tie, and the simplest
+of the near-ties is chosen: no speculation over speculation, fewer draft steps, fewer
+levels with speculation. The policy says so (`tie_note`). It is compared with
+always-baseline, with always running the best single speculative variant, and with the
+per-level oracle (best variant at every level, the ceiling no single-threshold rule can
+pass).
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ import pandas as pd
 from specsweep.analysis.levels import (
     adaptive_mask,
     baseline_name,
+    interval_tables,
     metric_table,
+    simplicity_key,
     slo_mask,
     throughput_spread,
 )
-from specsweep.analysis.params import LatencySLO, TrafficMix
+from specsweep.analysis.params import TIE_MARGIN, LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 
 
@@ -48,6 +55,9 @@ class Policy:
     gain_spread: float  # relative spread of gain_vs_baseline from the repeats' CVs, NaN unknown
     candidates: pd.DataFrame  # variant, up_to, throughput: every rule considered
     baseline_misses_slo: tuple[int, ...] = ()  # levels where even no speculation misses the SLO
+    gain_lo: float = math.nan  # 95% interval of gain_vs_baseline (NaN: levels without one)
+    gain_hi: float = math.nan
+    tie_note: str | None = None  # set when a near-tie was resolved to a simpler rule
 
     @property
     def gain_vs_baseline(self) -> float:
@@ -91,7 +101,9 @@ class Policy:
     def line(self) -> str:
         """The rule with what it gains, in one paragraph."""
         gains = f"{self.gain_vs_baseline:+.1%}"
-        if not math.isnan(self.gain_spread):
+        if not math.isnan(self.gain_lo):
+            gains += f" (95%: {self.gain_lo:+.1%} to {self.gain_hi:+.1%})"
+        elif not math.isnan(self.gain_spread):
             gains += f" (±{self.gain_spread:.1%} across repeats)"
         gains += " output throughput vs always-baseline"
         if self.best_single is not None:
@@ -102,7 +114,10 @@ class Policy:
             if self.baseline_misses_slo:
                 misses = ", ".join(map(str, self.baseline_misses_slo))
                 text += f" (even the baseline misses it at c={misses})"
-        return text + "."
+        text += "."
+        if self.tie_note:
+            text += f" {self.tie_note}"
+        return text
 
 
 def _weighted(values: pd.Series, weights: dict[int, float]) -> float:
@@ -118,8 +133,75 @@ def _weighted_spread(values: pd.Series, cvs: pd.Series, weights: dict[int, float
     return math.sqrt(var) / _weighted(values, weights)
 
 
+def _rule_text(variant: str | None, up_to: int | None) -> str:
+    return "no speculation" if variant is None else f"{variant} up to c={up_to}"
+
+
+def _series(table: pd.DataFrame, base: str, variant: str | None, up_to: int | None) -> pd.Series:
+    """Per level, the variant a rule runs there."""
+    if variant is None:
+        return pd.Series(base, index=table.index)
+    return pd.Series([variant if c <= up_to else base for c in table.index], index=table.index)
+
+
+def _difference(
+    a: pd.Series, b: pd.Series, table: pd.DataFrame, half: pd.DataFrame, weights: dict
+) -> tuple[float, float]:
+    """(weighted sum of a's levels - b's, its 95% half-width); NaN width when unknown."""
+    diff, var = 0.0, 0.0
+    for c, w in weights.items():
+        if w <= 0 or a[c] == b[c]:
+            continue
+        diff += w * (table.at[c, a[c]] - table.at[c, b[c]])
+        var += (w * half.at[c, a[c]]) ** 2 + (w * half.at[c, b[c]]) ** 2
+    return diff, math.sqrt(var)
+
+
+def _resolve_tie(
+    levels: pd.DataFrame,
+    table: pd.DataFrame,
+    base: str,
+    candidates: pd.DataFrame,
+    weights: dict[int, float],
+    tie_margin: float,
+) -> tuple[pd.Series, str | None]:
+    """The simplest candidate the intervals cannot separate from the top scorer."""
+    lo, hi = interval_tables(levels, "output_throughput")
+    half = ((hi - lo) / 2.0).reindex_like(table)
+    top = candidates.loc[candidates["throughput"].idxmax()]  # first max: simplest of equals
+    top_v = None if pd.isna(top["variant"]) else str(top["variant"])
+    top_n = None if top_v is None else int(top["up_to"])
+    top_series = _series(table, base, top_v, top_n)
+    facts = levels.drop_duplicates("variant").set_index("variant", drop=False)
+    tied = []
+    for _, cand in candidates.iterrows():
+        v = None if pd.isna(cand["variant"]) else str(cand["variant"])
+        n = None if v is None else int(cand["up_to"])
+        diff, width = _difference(top_series, _series(table, base, v, n), table, half, weights)
+        width = 0.0 if math.isnan(width) else width
+        if diff - width <= tie_margin * float(top["throughput"]):
+            key = (0, (), 0) if v is None else (1, simplicity_key(facts.loc[v]), n)
+            tied.append((key, cand, diff, width))
+    key, chosen, diff, width = min(tied, key=lambda t: t[0])
+    chosen_v = None if pd.isna(chosen["variant"]) else str(chosen["variant"])
+    if chosen_v == top_v and (chosen_v is None or int(chosen["up_to"]) == top_n):
+        return chosen, None
+    chosen_n = None if chosen_v is None else int(chosen["up_to"])
+    share = diff / float(chosen["throughput"])
+    noise = f" (±{width / float(chosen['throughput']):.1%}, 95%)" if width > 0 else ""
+    note = (
+        f"Near-tie: {_rule_text(top_v, top_n)} scored {share:+.1%}{noise} over "
+        f"{_rule_text(chosen_v, chosen_n)}, within the {tie_margin:.0%} margin"
+        f"{' beyond the noise' if noise else ''}: the simpler rule is chosen."
+    )
+    return chosen, note
+
+
 def speculation_policy(
-    levels: pd.DataFrame, mix: TrafficMix | None = None, slo: LatencySLO | None = None
+    levels: pd.DataFrame,
+    mix: TrafficMix | None = None,
+    slo: LatencySLO | None = None,
+    tie_margin: float = TIE_MARGIN,
 ) -> Policy | None:
     """The best "X up to N, then no speculation" rule for one run; None without a baseline.
 
@@ -156,7 +238,7 @@ def speculation_policy(
                 {"variant": variant, "up_to": int(n), "throughput": _weighted(mixed, weights)}
             )
     candidates = pd.DataFrame(rows)
-    best = candidates.loc[candidates["throughput"].idxmax()]  # first max: simplest rule wins ties
+    best, tie_note = _resolve_tie(levels, table, base, candidates, weights, tie_margin)
     variant = None if pd.isna(best["variant"]) else str(best["variant"])
     up_to = None if variant is None else int(best["up_to"])
     later = [int(c) for c in table.index if up_to is not None and c > up_to]
@@ -175,6 +257,18 @@ def speculation_policy(
     }
     best_single = max(always, key=always.__getitem__) if always else None
     oracle = table.where(allowed).max(axis=1)
+    lo, hi = interval_tables(levels, "output_throughput")
+    gain, width = _difference(
+        _series(table, base, variant, up_to),
+        _series(table, base, None, None),
+        table,
+        ((hi - lo) / 2.0).reindex_like(table),
+        weights,
+    )
+    base_score = _weighted(baseline, weights)
+    gain_lo = gain_hi = math.nan
+    if variant is not None and not math.isnan(width):
+        gain_lo, gain_hi = (gain - width) / base_score, (gain + width) / base_score
     return Policy(
         variant=variant,
         up_to=up_to,
@@ -191,4 +285,7 @@ def speculation_policy(
         gain_spread=gain_spread,
         candidates=candidates,
         baseline_misses_slo=misses,
+        gain_lo=gain_lo,
+        gain_hi=gain_hi,
+        tie_note=tie_note,
     )

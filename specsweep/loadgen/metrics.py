@@ -35,7 +35,7 @@ repeats                    measured passes (1 for a pass's own metrics)
 output_throughput_cv       sample stdev / mean of output_throughput over passes; NaN for 1
 *_lo / *_hi                95% interval of output/request throughput (t over time slices,
                            pooled over passes) and TTFT/ITL p50/p99 (bootstrap over requests);
-                           see loadgen/intervals.py
+                           see specsweep/results/intervals.py
 target_ci_met              whether load.target_ci was reached (None without a target)
 status / error             "failed" when nothing completed or error_rate > max; the most
                            common error as "k of n requests: message"
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from specsweep.loadgen.intervals import (
+from specsweep.results.intervals import (
     NAN,
     Interval,
     percentile_intervals,
@@ -170,7 +170,7 @@ class LevelMetrics:
     output_throughput_cv: float
     status: str
     error: str | None
-    # 95% intervals (loadgen/intervals.py); NaN when a level cannot give one.
+    # 95% intervals (specsweep/results/intervals.py); NaN when a level cannot give one.
     output_throughput_lo: float = NAN
     output_throughput_hi: float = NAN
     request_throughput_lo: float = NAN

@@ -11,7 +11,7 @@ with fresh prompts, so no pass is served from the prefix cache of another);
 with ``load.target_cv`` it adds passes until the output throughput's
 coefficient of variation is at most the target, or ``load.max_repeats`` is hit;
 with ``load.target_ci`` until the 95% interval of the output throughput (pooled
-over the passes, loadgen/intervals.py) is within the target, or the next pass
+over the passes, specsweep/results/intervals.py) is within the target, or the next pass
 would pass ``load.max_requests`` or start after ``load.max_level_s``.
 
 With ``workers`` > 1 the C streams are split over that many processes, each
@@ -35,7 +35,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 from specsweep.config import LoadSpec
-from specsweep.loadgen.intervals import throughput_intervals
+from specsweep.results.intervals import throughput_intervals
 from specsweep.loadgen.metrics import (
     NAN,
     LevelMetrics,
