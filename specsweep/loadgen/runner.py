@@ -35,7 +35,6 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 from specsweep.config import LoadSpec
-from specsweep.results.intervals import throughput_intervals
 from specsweep.loadgen.metrics import (
     NAN,
     LevelMetrics,
@@ -47,6 +46,7 @@ from specsweep.loadgen.metrics import (
 )
 from specsweep.loadgen.payloads import RequestFactory, discover_model
 from specsweep.loadgen.streams import LocalRunner, PassRunner, gc_paused, new_event_loop
+from specsweep.results.intervals import throughput_intervals
 
 logger = logging.getLogger(__name__)
 
