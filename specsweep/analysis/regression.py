@@ -8,7 +8,11 @@ series over the most recent earlier runs, and the noise is the robust
 standard deviation 1.4826 x MAD of those runs (or the run's own repeat
 spread, when larger). The verdict is a regression only when the change is
 in the bad direction, larger than `mad_threshold` noise units, and larger
-than the metric's minimum relative change. A run measured on several
+than the metric's minimum relative change; and, for a metric whose level
+carries a 95% interval tonight (`<metric>_lo/_hi`, schema 3), only when
+tonight's interval and the history's (see `history_interval`) separate.
+Levels without intervals (files before schema 3) are judged by the first
+three conditions alone, as before. A run measured on several
 targets enters with the rows its answer uses (levels.answer_rows), so the
 partial rows of a host that died mid-variant are neither judged nor history.
 See docs/analysis.md.
@@ -34,6 +38,7 @@ from specsweep.results.store import ResultsStore
 
 SERIES_KEY = ["target", "model_path", "variant", "concurrency", "input_len", "output_len"]
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+Z95 = 1.959964  # a normal distribution's 95% interval is its mean +- this many SDs
 
 # The series of a run's own export (its tiers, hence its name, may change from night to
 # night): the exported config's share of the best a tier config reaches, per level.
@@ -90,7 +95,11 @@ class RegressionReport:
             "concurrency",
             "metric",
             "value",
+            "value_lo",
+            "value_hi",
             "median",
+            "history_lo",
+            "history_hi",
             "change",
             "robust_z",
             "n_history",
@@ -121,33 +130,94 @@ def describe_row(row: dict[str, Any]) -> str:
     where = f"{row['variant']} c={row['concurrency']} ({row['target']})"
     if row["verdict"] == FAILED:
         return f"{where}: failed tonight ({row['error']}), succeeded in its history"
+    now = _bounds(row.get("value_lo"), row.get("value_hi"))
+    past = _bounds(row.get("history_lo"), row.get("history_hi"))
     text = (
-        f"{where} {row['metric']} {row['value']:,.4g} vs median {row['median']:,.4g} of "
-        f"{row['n_history']} runs ({row['change']:+.1%}, {row['robust_z']:+.1f} noise units)"
+        f"{where} {row['metric']} {row['value']:,.4g}{now} vs median {row['median']:,.4g}"
+        f"{past} of {row['n_history']} runs ({row['change']:+.1%}, "
+        f"{row['robust_z']:+.1f} noise units)"
     )
     if row.get("environment"):
         text += f"; came with {row['environment']}"
     return text
 
 
-def _run_order(levels: pd.DataFrame) -> list[str]:
+def _bounds(lo: Any, hi: Any) -> str:
+    """' [lo, hi]' (a 95% interval) when both are known, else ''."""
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return ""
+    return f" [{lo:,.4g}, {hi:,.4g}]"
+
+
+def _finite(value: Any) -> float:
+    """A float, NaN for None/NA (a missing interval column reads None from a dict row)."""
+    return float(value) if value is not None and pd.notna(value) else math.nan
+
+
+def run_order(levels: pd.DataFrame) -> list[str]:
     """Run ids by their first measured level (run ids are time-sortable; user ids may not be)."""
     starts = levels.groupby("run_id")["started_at"].min()
     return sorted(starts.index, key=lambda r: (starts[r] if pd.notna(starts[r]) else pd.NaT, r))
 
 
-def _judge(value: float, hist: np.ndarray, metric: str, cv: float, policy: RegressionPolicy):
+def history_interval(
+    median: float, mad_sigma: float, half_widths: np.ndarray
+) -> tuple[float, float]:
+    """The history's 95% interval: where a normal night of the series lands.
+
+    Centre: the median of the history's values. Half-width: the larger of
+    - 1.96 x the robust SD (1.4826 x MAD) of the history's values: the night-to-night
+      swing, which already holds each night's measurement noise, at the 95% of tonight's
+      own interval (the same footing); the `mad_threshold` test stands beside it;
+    - the median of the history nights' own 95% half-widths (each relative to its value,
+      times the median): a night is never known better than it was measured, so a short
+      or lucky-quiet history (three identical values: MAD 0) cannot shrink the band below
+      what one night resolves. It is the analogue of tonight's repeat CV raising the noise.
+    History nights without intervals (older files) add no half-width; the MAD term alone
+    remains.
+    """
+    spread = Z95 * mad_sigma
+    halves = half_widths[np.isfinite(half_widths)]
+    if len(halves):
+        spread = max(spread, float(np.median(halves)) * abs(median))
+    return median - spread, median + spread
+
+
+def _judge(
+    value: float,
+    hist: np.ndarray,
+    metric: str,
+    cv: float,
+    policy: RegressionPolicy,
+    interval: tuple[float, float] | None = None,
+    hist_halves: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """The verdict of one number against its history, with every number behind it.
+
+    `interval`: tonight's 95% (lo, hi) when the level has one; then the change counts
+    only when it and the history's interval (history_interval, from `hist_halves`, the
+    history nights' relative half-widths) separate in the direction of the change.
+    """
     median = float(np.median(hist))
-    sigma = MAD_TO_SIGMA * float(np.median(np.abs(hist - median)))
+    mad_sigma = MAD_TO_SIGMA * float(np.median(np.abs(hist - median)))
+    sigma = mad_sigma
     if not math.isnan(cv):
         sigma = max(sigma, abs(median) * cv)
     change = value / median - 1.0 if median else math.inf
     delta = value - median
     z = delta / sigma if sigma > 0 else (0.0 if delta == 0 else math.copysign(math.inf, delta))
     significant = abs(z) > policy.mad_threshold and abs(change) >= policy.min_change(metric)
+    out = {"median": median, "noise": sigma, "change": change, "robust_z": z}
+    if interval is not None:
+        halves = hist_halves if hist_halves is not None else np.array([])
+        h_lo, h_hi = history_interval(median, mad_sigma, halves)
+        lo, hi = interval
+        apart = hi < h_lo if delta < 0 else lo > h_hi
+        significant = significant and apart
+        out |= {"history_lo": h_lo, "history_hi": h_hi}
     worse = delta < 0 if HIGHER_IS_BETTER[metric] else delta > 0
-    verdict = (REGRESSION if worse else IMPROVEMENT) if significant else OK
-    return median, sigma, change, z, verdict
+    out["verdict"] = (REGRESSION if worse else IMPROVEMENT) if significant else OK
+    return out
 
 
 def judge_run(
@@ -166,7 +236,7 @@ def judge_run(
     levels = answer_rows(levels)  # per run and variant, one target's rows (a dead host's left out)
     if "policy_share" in policy.metrics:
         levels = with_policy_share(levels)
-    order = _run_order(levels)
+    order = run_order(levels)
     if run_id in order:
         earlier = order[: order.index(run_id)]
     elif runs.get(run_id):  # nothing measured (every variant failed): judge against all before
@@ -206,39 +276,41 @@ def judge_run(
         cv = float(cv) if pd.notna(cv) and (now_row.get("repeats") or 1) > 1 else math.nan
         for metric in policy.metrics:
             value = now_row.get(metric)
-            hist = past[metric].dropna().to_numpy(float) if past is not None else np.array([])
+            if value is None or pd.isna(value):
+                continue
+            known = past[past[metric].notna()] if past is not None else None
+            hist = known[metric].to_numpy(float) if known is not None else np.array([])
+            lo = _finite(now_row.get(f"{metric}_lo"))
+            hi = _finite(now_row.get(f"{metric}_hi"))
+            interval = (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
             row = {
                 **base,
                 "metric": metric,
                 "value": value,
+                "value_lo": lo,
+                "value_hi": hi,
                 "n_history": len(hist),
                 "environment": env,
             }
-            if value is None or pd.isna(value):
-                continue
             if len(hist) == 0:
                 rows.append({**row, "verdict": NEW})
             elif len(hist) < policy.min_history:
                 rows.append({**row, "median": float(np.median(hist)), "verdict": INSUFFICIENT})
             else:
                 metric_cv = cv if metric == "output_throughput" else math.nan
-                median, sigma, change, z, verdict = _judge(value, hist, metric, metric_cv, policy)
-                rows.append(
-                    {
-                        **row,
-                        "median": median,
-                        "noise": sigma,
-                        "change": change,
-                        "robust_z": z,
-                        "verdict": verdict,
-                    }
-                )
+                halves = _relative_halves(known, metric) if interval is not None else None
+                judged = _judge(value, hist, metric, metric_cv, policy, interval, halves)
+                rows.append({**row, **judged})
     rows += _failed_variants(runs.get(run_id), tonight, history)
     columns = [
         *SERIES_KEY,
         "metric",
         "value",
+        "value_lo",
+        "value_hi",
         "median",
+        "history_lo",
+        "history_hi",
         "noise",
         "change",
         "robust_z",
@@ -254,6 +326,18 @@ def judge_run(
         environment = environment_changes(levels[levels["run_id"] == previous], tonight)
         environment.update(run_changes(runs.get(previous), runs.get(run_id)))
     return RegressionReport(run_id, policy, verdicts, earlier[-policy.history_runs :], environment)
+
+
+def _relative_halves(past: pd.DataFrame, metric: str) -> np.ndarray:
+    """Each history night's 95% half-width over its value (NaN where it has none)."""
+    lo_col, hi_col = f"{metric}_lo", f"{metric}_hi"
+    if lo_col not in past.columns or hi_col not in past.columns:
+        return np.full(len(past), np.nan)
+    values = past[metric].to_numpy(float)
+    lo = pd.to_numeric(past[lo_col], errors="coerce").to_numpy(float)
+    hi = pd.to_numeric(past[hi_col], errors="coerce").to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (hi - lo) / 2.0 / np.abs(values)
 
 
 def with_policy_share(levels: pd.DataFrame) -> pd.DataFrame:
@@ -341,10 +425,14 @@ def verdict_markdown(report: RegressionReport) -> str:
             f"Every judged number is within noise of its history ({report.policy.mad_threshold:g}"
             " robust SDs, minimum change "
             f"{report.policy.min_relative_change:.0%} throughput / "
-            f"{report.policy.min_relative_change_latency:.0%} latency)."
+            f"{report.policy.min_relative_change_latency:.0%} latency, and where levels carry "
+            "95% intervals, tonight's and the history's must separate)."
         )
     else:
         lines += [
+            "Value: tonight's, with its 95% interval where the level has one; median: the "
+            "history's, with the history's 95% interval when tonight's was compared with it.",
+            "",
             "| verdict | variant | c | metric | value | median | change | noise units |",
             "|---|---|---:|---|---:|---:|---:|---:|",
         ]
@@ -355,9 +443,11 @@ def verdict_markdown(report: RegressionReport) -> str:
                     f"{r['error']} | ok | | |"
                 )
                 continue
+            now = _bounds(r.get("value_lo"), r.get("value_hi"))
+            past = _bounds(r.get("history_lo"), r.get("history_hi"))
             lines.append(
                 f"| {r['verdict']} | {r['variant']} | {r['concurrency']} | {r['metric']} | "
-                f"{r['value']:,.4g} | {r['median']:,.4g} | {r['change']:+.1%} | "
+                f"{r['value']:,.4g}{now} | {r['median']:,.4g}{past} | {r['change']:+.1%} | "
                 f"{r['robust_z']:+.1f} |"
             )
     if report.environment:

@@ -292,3 +292,97 @@ def test_a_hand_written_tier_config_keeps_its_own_name():
     run_id, now = _adaptive_night(4, 1.0, tiers={1: [2], 16: [0]})
     shares = judge_run(adaptive_frame(rows + now), run_id).verdicts
     assert set(shares.loc[shares["metric"] == "policy_share", "variant"]) == {"eagle3-adaptive-x"}
+
+
+# ---- 95% intervals: a change counts only when tonight's and the history's separate -------
+
+
+def with_ci(rows: list[dict], rel: float, metric: str = "output_throughput") -> list[dict]:
+    """Give every row a symmetric 95% interval of +-rel on `metric` (as schema 3 stores it)."""
+    for r in rows:
+        r[f"{metric}_lo"] = r[metric] * (1 - rel)
+        r[f"{metric}_hi"] = r[metric] * (1 + rel)
+    return rows
+
+
+def without_ci(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.endswith(("_lo", "_hi"))} for r in rows]
+
+
+def test_a_6pct_drop_inside_wide_intervals_is_ok_though_the_old_rule_flags_it():
+    run_id, rows = tonight(spec_c8=0.94)
+    history = nights(QUIET)
+    wide = with_ci(history, 0.08) + with_ci(rows, 0.08)
+    # Without intervals (a file before schema 3) the rule is unchanged: 6% > 5%, z ~ -8.
+    old = judge_run(frame(without_ci(wide)), run_id)
+    assert verdict(old, SPEC, 8) == "regression"
+    report = judge_run(frame(wide), run_id)
+    assert verdict(report, SPEC, 8) == "ok"
+    assert not report.regressed
+    v = report.verdicts
+    row = v[(v["variant"] == SPEC) & (v["concurrency"] == 8)]
+    row = row[row["metric"] == "output_throughput"].iloc[0]
+    base = baseline_tput(8) * 1.2
+    assert row["robust_z"] < -4 and row["change"] == pytest.approx(-0.06)
+    assert row["value_hi"] == pytest.approx(base * 0.94 * 1.08)
+    # the history's band: its nights' own +-8% beats 1.96 x the quiet +-1% swing
+    assert row["history_lo"] == pytest.approx(base * 0.92)
+    assert row["history_hi"] == pytest.approx(base * 1.08)
+
+
+def test_the_same_drop_with_narrow_intervals_is_a_regression_with_both_intervals():
+    run_id, rows = tonight(spec_c8=0.94)
+    report = judge_run(frame(with_ci(nights(QUIET), 0.01) + with_ci(rows, 0.01)), run_id)
+    assert verdict(report, SPEC, 8) == "regression"
+    row = report.regressions.iloc[0]
+    base = baseline_tput(8) * 1.2
+    sigma = 1.4826 * 0.005  # QUIET's MAD is 0.5%
+    assert row["history_lo"] == pytest.approx(base * (1 - 1.959964 * sigma))  # > its own 1%
+    assert row["value_hi"] < row["history_lo"]
+    message = report.message()
+    assert f"{base * 0.94:,.4g} [{base * 0.94 * 0.99:,.4g}, {base * 0.94 * 1.01:,.4g}]" in message
+    assert f"vs median {base:,.4g} [{row['history_lo']:,.4g}, " in message
+    payload = report.event_payload()["regressions"][0]
+    assert payload["value_lo"] == pytest.approx(base * 0.94 * 0.99)
+    assert payload["history_hi"] == pytest.approx(row["history_hi"])
+    from specsweep.analysis.regression import verdict_markdown
+
+    markdown = verdict_markdown(report)
+    assert f"| {base * 0.94:,.4g} [{base * 0.94 * 0.99:,.4g}, " in markdown
+
+
+def test_history_without_intervals_uses_its_swing_alone():
+    """Old history files (no intervals) against tonight's: 1.96 x robust SD is the band."""
+    run_id, rows = tonight(spec_c8=0.94)
+    narrow = judge_run(frame(nights(QUIET) + with_ci(rows, 0.01)), run_id)
+    assert verdict(narrow, SPEC, 8) == "regression"
+    wide = judge_run(frame(nights(QUIET) + with_ci(rows, 0.08)), run_id)
+    assert verdict(wide, SPEC, 8) == "ok"  # tonight's own +-8% reaches the history's band
+
+
+def test_a_flat_history_cannot_shrink_the_band_below_what_one_night_resolves():
+    """Three identical nights (MAD 0) measured +-3% each: the band is +-3%, not a point."""
+    run_id, rows = tonight(spec_c8=0.94, i=3)
+    history = with_ci(nights([1.0, 1.0, 1.0]), 0.03)
+    assert verdict(judge_run(frame(history + with_ci(rows, 0.01)), run_id), SPEC, 8) == (
+        "regression"
+    )  # tonight's hi 0.949 < the band's lo 0.97
+    assert verdict(judge_run(frame(history + with_ci(rows, 0.04)), run_id), SPEC, 8) == "ok"
+
+
+def test_latency_and_improvements_need_separated_intervals_too():
+    def judged(itl_rel: float, tput_rel: float):
+        run_id, rows = tonight()
+        for r in rows:
+            if r["variant"] == SPEC and r["concurrency"] == 8:
+                r["itl_ms_p50"] *= 1.3
+                r["output_throughput"] *= 1.15
+        every = nights(QUIET) + rows
+        return judge_run(frame(with_ci(with_ci(every, itl_rel, "itl_ms_p50"), tput_rel)), run_id)
+
+    narrow = judged(0.02, 0.01)
+    assert verdict(narrow, SPEC, 8, "itl_ms_p50") == "regression"
+    assert verdict(narrow, SPEC, 8) == "improvement"
+    wide = judged(0.2, 0.1)
+    assert verdict(wide, SPEC, 8, "itl_ms_p50") == "ok"  # +30% inside +-20% on both sides
+    assert verdict(wide, SPEC, 8) == "ok"  # +15% inside +-10% on both sides
