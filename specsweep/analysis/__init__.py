@@ -13,6 +13,7 @@ A run measured on several targets answers from one target per variant
 
 from specsweep.analysis.answer import Answer, analyze, analyze_run
 from specsweep.analysis.compare import compare_runs, environment_changes
+from specsweep.analysis.decisions import DecisionReport, judge_decisions
 from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
 from specsweep.analysis.levels import (
     answer_rows,
@@ -28,6 +29,7 @@ from specsweep.analysis.regression import RegressionReport, judge_run, judge_sto
 
 __all__ = [
     "Answer",
+    "DecisionReport",
     "HostComparison",
     "LatencySLO",
     "Pivot",
@@ -44,6 +46,7 @@ __all__ = [
     "compare_runs",
     "environment_changes",
     "gpu_kind_warning",
+    "judge_decisions",
     "judge_run",
     "judge_stored_run",
     "latency_table",
