@@ -2,25 +2,50 @@
 
 A view of the same analysis the report and the artifacts use (analysis/levels.py):
 the same variant order, and on a fleet the same one target per variant, so the CLI
-summary and the report can never disagree.
+summary and the report can never disagree. It carries the same evidence: each level's
+95% interval, the best's speedup interval, runner-up and lead, near-ties and the
+simpler choice, and the pivots (with their range, or the bracket they are inconclusive in).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from specsweep.analysis.levels import answer_rows, best_per_level, metric_table
+from specsweep.analysis.levels import answer_rows, best_per_level, interval_tables, metric_table
+from specsweep.analysis.pivot import Pivot, pivot_points
 
-BEST_COLUMNS = ["concurrency", "best_variant", "best_throughput", "baseline_throughput", "speedup"]
+BEST_COLUMNS = [
+    "concurrency",
+    "best_variant",
+    "best_throughput",
+    "best_lo",
+    "best_hi",
+    "baseline_throughput",
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "speedup_spread",
+    "runner_up",
+    "lead",
+    "lead_lo",
+    "lead_hi",
+    "near_tie",
+    "tied",
+    "choice",
+]
 
 
 @dataclass(frozen=True)
 class Summary:
     throughput: pd.DataFrame  # index concurrency, one column per variant (baseline first)
-    best: pd.DataFrame  # concurrency, best_variant, best_throughput, baseline, speedup
+    best: pd.DataFrame  # BEST_COLUMNS of best_per_level (intervals NaN where unknown)
     failed_levels: pd.DataFrame  # variant, concurrency, error
+    throughput_lo: pd.DataFrame = field(default_factory=pd.DataFrame)  # shaped like throughput
+    throughput_hi: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pivots: dict[str, Pivot] = field(default_factory=dict)
+    levels: pd.DataFrame = field(default_factory=pd.DataFrame)  # the answer's rows (target_ci)
 
 
 def summarize(levels: pd.DataFrame) -> Summary:
@@ -30,7 +55,16 @@ def summarize(levels: pd.DataFrame) -> Summary:
     throughput = metric_table(levels, "output_throughput")
     if throughput.empty:
         empty = pd.DataFrame()
-        return Summary(empty, empty, failed.reset_index(drop=True))
+        return Summary(empty, empty, failed.reset_index(drop=True), levels=rows)
     best = best_per_level(levels)
     best = best[[c for c in BEST_COLUMNS if c in best.columns]]
-    return Summary(throughput, best.reset_index(drop=True), failed.reset_index(drop=True))
+    lo, hi = interval_tables(levels, "output_throughput")
+    return Summary(
+        throughput,
+        best.reset_index(drop=True),
+        failed.reset_index(drop=True),
+        lo,
+        hi,
+        pivot_points(levels),
+        rows,
+    )

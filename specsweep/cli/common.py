@@ -125,6 +125,19 @@ def simulated_note(levels: pd.DataFrame) -> str | None:
 
 
 def render_summary(summary: Summary, title: str) -> None:
+    """The throughput table with each level's ± (half its 95% interval), ≈ on near-ties,
+    the best's speedup and the variant to run; then the pivots and what ± means."""
+    from specsweep.report.evidence import (
+        INTERVALS_NOTE,
+        best_text,
+        has_intervals,
+        pivot_line,
+        speedup_text,
+        target_ci_line,
+        throughput_rows,
+        tie_text,
+    )
+
     if summary.throughput.empty:
         console.print("[red]no level completed successfully[/]")
     else:
@@ -134,18 +147,34 @@ def render_summary(summary: Summary, title: str) -> None:
             table.add_column(name, justify="right")
         table.add_column("best", style="bold")
         table.add_column("speedup", justify="right")
-        best = summary.best.set_index("concurrency")
-        for c, row in summary.throughput.iterrows():
-            cells = [f"{v:,.1f}" if v == v else "—" for v in row.to_numpy()]
-            speedup = best.at[c, "speedup"] if "speedup" in best.columns else float("nan")
+        best = summary.best.set_index("concurrency", drop=False)
+        ties = "near_tie" in best.columns and best["near_tie"].fillna(False).astype(bool).any()
+        if ties:
+            table.add_column("near-tie")
+        cells = throughput_rows(
+            summary.throughput, summary.throughput_lo, summary.throughput_hi, summary.best
+        )
+        for (c, _), row in zip(summary.throughput.iterrows(), cells, strict=True):
+            rec = best.loc[c].to_dict()
+            speedup = rec.get("speedup", float("nan"))
             style = "green" if speedup >= 1.0 else "red"
+            text = speedup_text(rec)
+            extra = [tie_text(rec)] if ties else []
             table.add_row(
                 str(c),
-                *cells,
-                str(best.at[c, "best_variant"]),
-                f"[{style}]{speedup:.2f}x[/]" if speedup == speedup else "—",
+                *row,
+                best_text(rec),
+                f"[{style}]{text}[/]" if speedup == speedup else "—",
+                *extra,
             )
         console.print(table)
+        for variant, pivot in summary.pivots.items():
+            console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
+        if has_intervals(summary.levels):
+            console.print(INTERVALS_NOTE, soft_wrap=True, markup=False, style="dim")
+        target = target_ci_line(summary.levels)
+        if target:
+            console.print(target, soft_wrap=True, markup=False, style="yellow")
     for rec in summary.failed_levels.to_dict("records"):
         console.print(
             f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}"

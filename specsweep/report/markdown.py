@@ -1,12 +1,27 @@
-"""The summary as Markdown: for Prefect artifacts, logs and CI job summaries."""
+"""The summary as Markdown: for Prefect artifacts, logs and CI job summaries.
+
+The same evidence as the report (report/evidence.py): ``±`` half of each level's 95%
+interval, the best's speedup and lead over the runner-up, ``≈`` near-ties with the
+variant to run, and each pivot's range or the bracket it is inconclusive in.
+"""
 
 from __future__ import annotations
 
 from specsweep.analysis.summary import Summary
+from specsweep.report.evidence import (
+    BEST_HEADER,
+    INTERVALS_NOTE,
+    best_note,
+    best_rows,
+    has_intervals,
+    pivot_line,
+    target_ci_line,
+    throughput_rows,
+)
 
 
-def _fmt(value: float) -> str:
-    return "—" if value != value else f"{value:,.1f}"  # NaN -> dash
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(t.replace("|", "\\|") for t in cells) + " |"
 
 
 def summary_markdown(
@@ -23,20 +38,25 @@ def summary_markdown(
         table = summary.throughput
         lines.append("Output throughput (tok/s) per variant and concurrency:")
         lines.append("")
-        lines.append("| concurrency | " + " | ".join(table.columns) + " |")
+        lines.append(_row(["concurrency", *map(str, table.columns)]))
         lines.append("|---:|" + "---:|" * len(table.columns))
-        for c, row in table.iterrows():
-            lines.append(f"| {c} | " + " | ".join(_fmt(v) for v in row.to_numpy()) + " |")
+        cells = throughput_rows(table, summary.throughput_lo, summary.throughput_hi, summary.best)
+        for c, row in zip(table.index, cells, strict=True):
+            lines.append(_row([str(c), *row]))
         lines += ["", "Best per level:", ""]
-        lines.append("| concurrency | best variant | tok/s | speedup vs baseline |")
-        lines.append("|---:|---|---:|---:|")
-        for rec in summary.best.to_dict("records"):
-            speedup = rec.get("speedup")
-            sp = f"{speedup:.2f}x" if speedup is not None and speedup == speedup else "—"
-            lines.append(
-                f"| {rec['concurrency']} | {rec['best_variant']} | "
-                f"{_fmt(rec['best_throughput'])} | {sp} |"
-            )
+        lines.append(_row(BEST_HEADER))
+        lines.append("|---:|---|---:|---:|---|---|")
+        lines += [_row(r) for r in best_rows(summary.best)]
+        lines += ["", best_note(summary.best)]
+        if summary.pivots:
+            lines += ["", "Pivots (where speculation stops paying):", ""]
+            for variant, pivot in summary.pivots.items():
+                lines.append(f"- {variant}: {pivot_line(pivot)}")
+        if has_intervals(summary.levels):
+            lines += ["", INTERVALS_NOTE]
+        target = target_ci_line(summary.levels)
+        if target:
+            lines += ["", target]
     if not summary.failed_levels.empty:
         lines += ["", "Failed levels:", ""]
         for rec in summary.failed_levels.to_dict("records"):

@@ -2,7 +2,10 @@
 
 One colour per variant across every figure (baseline black and thicker),
 concurrency on a log2 axis labelled with the measured levels, and the pivots
-marked where they are read off: on the speedup = 1 line.
+marked where they are read off: on the speedup = 1 line. Where the levels carry 95%
+intervals, each curve has a shaded band (throughput: the levels' intervals; speedup:
+the ratio's), a crossing's 95% range is a shaded vertical span, and an inconclusive
+pivot a hatched one over the bracket it lies in. Levels without intervals draw as before.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from specsweep.analysis.answer import Answer
-from specsweep.analysis.levels import baseline_name, metric_table
+from specsweep.analysis.levels import baseline_name, interval_tables, metric_table
+from specsweep.analysis.pivot import Pivot, ratio_intervals
 
 # Okabe-Ito, colour-blind safe; black is kept for the baseline.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442"]
 BASELINE_COLOR = "#111111"
 PAYS_COLOR, LOSES_COLOR = "#e8f4ea", "#fbeaea"
 DPI = 150
+BAND_ALPHA, SPAN_ALPHA = 0.18, 0.14
 
 
 def _style(ax: Axes) -> None:
@@ -90,25 +95,98 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _legend(ax: Axes, **kw) -> None:
-    ax.legend(fontsize=8.5, frameon=False, **kw)
+def _legend(ax: Axes, extra: list[Patch] | None = None, **kw) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    for patch in extra or []:
+        handles.append(patch)
+        labels.append(patch.get_label())
+    if extra:  # bands and spans may run behind the legend: keep it readable
+        kw |= {"frameon": True, "facecolor": "white", "edgecolor": "none", "framealpha": 0.85}
+    else:
+        kw.setdefault("frameon", False)
+    ax.legend(handles, labels, fontsize=8.5, **kw)
 
 
 def _pivot_label(answer: Answer, variant: str) -> str:
     pivot = answer.pivots.get(variant)
     if pivot is None:
         return variant
-    short = {
-        "crosses": f"pivot c≈{pivot.concurrency:.3g}" if pivot.concurrency else "",
-        "never": "never below baseline",
-        "always": "below baseline everywhere",
-        "below_at_low": "below baseline at low c",
-    }[pivot.kind]
+    if pivot.kind == "crosses":
+        short = f"pivot c≈{pivot.concurrency:.3g}" if pivot.concurrency else ""
+        if pivot.low is not None and pivot.high is not None:
+            short += f", 95% {pivot.low:.3g} to {pivot.high:.3g}"
+    elif pivot.kind == "inconclusive":
+        short = "pivot inconclusive"
+        if pivot.suggest is not None:
+            short += f": add c={pivot.suggest}"
+    else:
+        short = {
+            "never": "never below baseline",
+            "always": "below baseline everywhere",
+            "below_at_low": "below baseline at low c",
+        }[pivot.kind]
     return f"{variant}  ({short})"
 
 
+def _band(ax: Axes, mid: pd.Series, lo: pd.Series, hi: pd.Series, color: str) -> bool:
+    """Shade lo..hi around a curve where both ends are known; whether anything was drawn."""
+    lo, hi = lo.reindex(mid.index), hi.reindex(mid.index)
+    known = lo.notna() & hi.notna() & mid.notna()
+    if not known.any():
+        return False
+    x = np.asarray(mid.index[known], dtype=float)
+    if len(x) == 1:  # one level: a band needs two, a bar shows the interval
+        ax.vlines(x, lo[known], hi[known], color=color, linewidth=5, alpha=0.35, zorder=2)
+        return True
+    ax.fill_between(
+        x, lo[known].to_numpy(), hi[known].to_numpy(), color=color, alpha=BAND_ALPHA,
+        linewidth=0, zorder=2,
+    )  # fmt: skip
+    return True
+
+
+def _pivot_span(ax: Axes, pivot: Pivot, color: str, levels: list[int], y: float) -> bool:
+    """A crossing's 95% range shaded; an inconclusive pivot's bracket hatched and labelled.
+
+    y: the label's height in axes fraction. Whether anything was drawn."""
+    left, right = levels[0] / 1.25, levels[-1] * 1.25  # the x limits _log2_x sets
+    if pivot.kind == "crosses" and pivot.low is not None and pivot.high is not None:
+        ax.axvspan(pivot.low, pivot.high, color=color, alpha=SPAN_ALPHA, linewidth=0, zorder=1)
+        return True
+    if pivot.kind != "inconclusive":
+        return False
+    low = pivot.low if pivot.low is not None else left
+    high = pivot.high if pivot.high is not None else right
+    ax.axvspan(
+        low, high, facecolor="none", edgecolor=color, hatch="//", alpha=0.55, linewidth=0.8,
+        zorder=1,
+    )  # fmt: skip
+    text = "inconclusive" + (f": add c={pivot.suggest}" if pivot.suggest is not None else "")
+    ax.text(
+        math.sqrt(low * high), y, text, ha="center", va="top", fontsize=8, color=color,
+        transform=ax.get_xaxis_transform(), zorder=7,
+        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+    )  # fmt: skip
+    return True
+
+
+def _evidence_handles(band: bool, span: bool, hatch: bool) -> list[Patch]:
+    """Legend entries for what the bands and spans mean (only those drawn)."""
+    out = []
+    if band:
+        out.append(Patch(facecolor="#888888", alpha=BAND_ALPHA * 2, label="95% interval"))
+    if span:
+        out.append(Patch(facecolor="#888888", alpha=SPAN_ALPHA * 2, label="pivot's 95% range"))
+    if hatch:
+        out.append(
+            Patch(facecolor="none", edgecolor="#555555", hatch="//", label="pivot inconclusive")
+        )
+    return out
+
+
 def throughput_figure(answer: Answer) -> Figure:
-    """Output throughput per variant vs concurrency; pivots marked on the baseline curve."""
+    """Output throughput per variant vs concurrency; pivots marked on the baseline curve,
+    with the levels' 95% intervals as bands and the pivots' ranges as spans."""
     table = answer.throughput
     base = baseline_name(answer.levels)
     palette = colors(list(table.columns), base)
@@ -116,6 +194,8 @@ def throughput_figure(answer: Answer) -> Figure:
     ax = fig.add_subplot()
     _style(ax)
     levels = [int(c) for c in table.index]
+    lo, hi = interval_tables(answer.levels, "output_throughput")
+    banded = False
     for variant in table.columns:
         series = table[variant].dropna()
         label = f"{variant} (no speculation)" if variant == base else _pivot_label(answer, variant)
@@ -125,6 +205,9 @@ def throughput_figure(answer: Answer) -> Figure:
             label=label,
             **_line_style(variant, base, palette[variant]),
         )
+        if variant in lo.columns:
+            banded |= _band(ax, series, lo[variant], hi[variant], palette[variant])
+    spans = _pivot_spans(ax, answer, palette, levels) if levels else (False, False)
     if base is not None:
         baseline = table[base].dropna()
         for variant, pivot in answer.pivots.items():
@@ -159,8 +242,24 @@ def throughput_figure(answer: Answer) -> Figure:
     ax.set_ylabel("output throughput (tok/s)", fontsize=10)
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:,.0f}")
-    _legend(ax, loc="upper left")
+    _legend(ax, _evidence_handles(banded, *spans), loc="upper left")
     return fig
+
+
+def _pivot_spans(
+    ax: Axes, answer: Answer, palette: dict[str, str], levels: list[int]
+) -> tuple[bool, bool]:
+    """Every pivot's span; (any crossing range drawn, any inconclusive bracket drawn)."""
+    ranged = hatched = False
+    inconclusive = 0
+    for variant, pivot in answer.pivots.items():
+        y = 0.97 - 0.07 * inconclusive  # stack the labels of several inconclusive pivots
+        drawn = _pivot_span(ax, pivot, palette.get(variant, "#888888"), levels, y)
+        if drawn and pivot.kind == "inconclusive":
+            hatched, inconclusive = True, inconclusive + 1
+        elif drawn:
+            ranged = True
+    return ranged, hatched
 
 
 def speedup_figure(answer: Answer) -> Figure:
@@ -179,8 +278,11 @@ def speedup_figure(answer: Answer) -> Figure:
     ratios = table.drop(columns=[base]).div(table[base], axis=0)
     spread = answer.levels  # CVs come per level: error bars where repeats exist
     cvs = metric_table(spread.assign(cv=spread["output_throughput_cv"]), "cv")
-    lo = min(0.9, float(np.nanmin(ratios.to_numpy())) - 0.05) if ratios.size else 0.5
-    hi = max(1.1, float(np.nanmax(ratios.to_numpy())) + 0.05) if ratios.size else 1.5
+    _, r_lo, r_hi = ratio_intervals(answer.levels)  # bands where the levels have intervals
+    lows = np.concatenate([ratios.to_numpy().ravel(), r_lo.to_numpy(dtype=float).ravel()])
+    highs = np.concatenate([ratios.to_numpy().ravel(), r_hi.to_numpy(dtype=float).ravel()])
+    lo = min(0.9, float(np.nanmin(lows)) - 0.05) if ratios.size else 0.5
+    hi = max(1.1, float(np.nanmax(highs)) + 0.05) if ratios.size else 1.5
     ax.axhspan(1.0, hi, color=PAYS_COLOR, zorder=0)
     ax.axhspan(lo, 1.0, color=LOSES_COLOR, zorder=0)
     ax.axhline(1.0, color=BASELINE_COLOR, linewidth=2.2, label=f"{base} = 1.0")
@@ -202,10 +304,15 @@ def speedup_figure(answer: Answer) -> Figure:
         fontsize=8.5,
         color="#c62828",
     )
+    banded = False
     for variant in ratios.columns:
         series = ratios[variant].dropna()
+        band = False
+        if variant in r_lo.columns:
+            band = _band(ax, series, r_lo[variant], r_hi[variant], palette[variant])
+            banded |= band
         err = None
-        if variant in cvs.columns and base in cvs.columns:
+        if not band and variant in cvs.columns and base in cvs.columns:
             err = series * np.hypot(cvs[variant], cvs[base]).reindex(series.index)
             err = None if err.isna().all() else err.fillna(0).to_numpy()
         ax.errorbar(
@@ -228,10 +335,11 @@ def speedup_figure(answer: Answer) -> Figure:
                 markeredgecolor=palette[variant],
                 markeredgewidth=2,
             )
+    spans = _pivot_spans(ax, answer, palette, levels)
     ax.set_ylim(lo, hi)
     ax.set_ylabel("throughput / baseline throughput", fontsize=10)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}x")
-    _legend(ax, loc="upper right", bbox_to_anchor=(1.0, 0.93))
+    _legend(ax, _evidence_handles(banded, *spans), loc="upper right", bbox_to_anchor=(1.0, 0.93))
     return fig
 
 

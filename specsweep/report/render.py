@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from specsweep.analysis.answer import Answer
-from specsweep.analysis.levels import baseline_name
+from specsweep.analysis.levels import baseline_name, cell, interval_tables
 from specsweep.report.plots import FIGURES, HOST_FIGURES, render_plots
 from specsweep.report.tables import (
     Table,
     all_tables,
+    best_table,
     export_table,
     failures_table,
     host_tables,
@@ -26,6 +28,7 @@ from specsweep.report.tables import (
     throughput_table,
     verification_tables,
 )
+from specsweep.results.intervals import Interval, ratio
 from specsweep.results.location import local_path
 
 CSS = """
@@ -260,7 +263,7 @@ def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
         pivot_table(answer) if answer.pivots else None,
     ]
     if not answer.throughput.empty:
-        tables.append(throughput_table(answer))
+        tables += [throughput_table(answer), best_table(answer)]
     tables.append(failures_table(answer))
     for table in tables:
         if table is not None:
@@ -273,38 +276,52 @@ def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
 def level_records(answer: Answer) -> list[dict[str, object]]:
     """One flat row per measured level, for a table artifact (JSON-safe values).
 
-    On several targets every stored row is listed, with its `target` and
-    whether the answer uses it (`in_answer`); the speedup is given for those only.
+    Each metric is followed by its 95% interval (`_lo`, `_hi`; null where the level has
+    none), the speedup over the baseline by its interval, and whether the level met
+    load.target_ci (null without a target). On several targets every stored row is
+    listed, with its `target` and whether the answer uses it (`in_answer`); the speedup
+    is given for those only.
     """
     best = answer.best.set_index("concurrency")
     base = best.get("baseline_throughput")
+    base_name = baseline_name(answer.levels)
+    lo, hi = interval_tables(answer.levels, "output_throughput")
     several = answer.hosts is not None and answer.stored is not None
     frame = answer.stored if several else answer.levels
-    cols = [
+    metrics = ["output_throughput", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"]
+    wanted = [
         *(["target"] if several else []),
         "variant",
         "concurrency",
         "status",
-        "output_throughput",
-        "ttft_ms_p50",
-        "ttft_ms_p99",
-        "itl_ms_p50",
-        "itl_ms_p99",
+        *(f"{m}{end}" for m in metrics for end in ("", "_lo", "_hi")),
         "accept_length",
         "repeats",
         "output_throughput_cv",
+        "target_ci",
+        "target_ci_met",
     ]
+    cols = [c for c in wanted if c in frame.columns]
     used = set(answer.levels.index)
     rows = []
     for index, rec in zip(frame.index, frame[cols].to_dict("records"), strict=True):
         c = rec["concurrency"]
-        ratio = (rec["output_throughput"] / base[c]) if base is not None and c in base else None
+        speedup = Interval(math.nan)
+        if base is not None and c in base:
+            speedup = Interval(rec["output_throughput"] / base[c])
+            if base_name is not None and rec["variant"] != base_name and c in lo.index:
+                mine = Interval(
+                    rec["output_throughput"],
+                    *(rec.get(f"output_throughput_{e}", math.nan) for e in ("lo", "hi")),
+                )
+                speedup = ratio(mine, cell(answer.throughput, lo, hi, c, base_name))
         if several:
             rec["in_answer"] = index in used
-            ratio = ratio if index in used else None
-        rec["speedup_vs_baseline"] = ratio
+            speedup = speedup if index in used else Interval(math.nan)
+        ok = not math.isnan(speedup.value)
+        rec["speedup_vs_baseline"] = speedup.value if ok else None
+        rec["speedup_lo"], rec["speedup_hi"] = (speedup.lo, speedup.hi) if ok else (None, None)
         rows.append({k: _json_safe(v) for k, v in rec.items()})
-    base_name = baseline_name(answer.levels)
     return sorted(
         rows,
         key=lambda r: (

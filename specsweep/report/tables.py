@@ -8,7 +8,24 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from specsweep.analysis.answer import Answer
-from specsweep.analysis.levels import baseline_name
+from specsweep.analysis.levels import LATENCY_COLUMNS, baseline_name, interval_tables
+from specsweep.report.evidence import (
+    BEST_HEADER,
+    INTERVALS_NOTE,
+    PIVOT_NOTE,
+    REPEATS_NOTE,
+    best_note,
+    best_rows,
+    best_text,
+    gain_text,
+    has_intervals,
+    pivot_cell,
+    pivot_line,
+    pm,
+    speedup_text,
+    target_ci_line,
+    throughput_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +54,11 @@ def policy_table(answer: Answer) -> Table | None:
         return None
     base = baseline_name(answer.levels) or "baseline"
     rows = [
-        ["recommended: " + p.rule(), num(p.throughput), _pct(p.gain_vs_baseline)],
+        [
+            "recommended: " + p.rule(),
+            num(p.throughput),
+            gain_text(p.gain_vs_baseline, p.gain_lo, p.gain_hi),
+        ],
         [f"always {base} (no speculation)", num(p.baseline_throughput), _pct(0.0)],
     ]
     if p.best_single is not None:
@@ -56,58 +77,92 @@ def policy_table(answer: Answer) -> Table | None:
         ]
     )
     weights = ", ".join(f"c={c}: {w:.3g}" for c, w in p.weights.items())
+    note = f"Throughput weighted by the traffic mix, {p.mix.describe()} (weights {weights})."
+    if not math.isnan(p.gain_lo):
+        note += (
+            " 95%: the recommended rule's gain from the levels' intervals, over the levels "
+            "where it runs speculation."
+        )
+    if p.tie_note:
+        note += f" {p.tie_note}"
     return Table(
         "Speculation policy",
         ["rule", "weighted output tok/s", "vs always-baseline"],
         rows,
         [False, True, True],
-        note=f"Throughput weighted by the traffic mix, {p.mix.describe()} (weights {weights}).",
+        note=note,
         highlight={(0, 0), (0, 1), (0, 2)},
     )
 
 
+def _interval_notes(answer: Answer) -> str:
+    """What ± means here, and whether load.target_ci was met."""
+    notes = []
+    if has_intervals(answer.levels):
+        notes.append(INTERVALS_NOTE)
+    elif answer.best.get("speedup_spread", pd.Series(dtype=float)).fillna(0).gt(0).any():
+        notes.append(REPEATS_NOTE)
+    else:
+        notes.append("No level carries a 95% interval (results written before schema 3): no ±.")
+    target = target_ci_line(answer.levels)
+    if target:
+        notes.append(target)
+    return " ".join(notes)
+
+
 def throughput_table(answer: Answer) -> Table:
     table = answer.throughput
-    best = answer.best.set_index("concurrency")
+    best = answer.best.set_index("concurrency", drop=False)
+    lo, hi = interval_tables(answer.levels, "output_throughput")
     cols = ["concurrency", *table.columns, "best", "speedup"]
     rows, bold = [], set()
-    for i, (c, row) in enumerate(table.iterrows()):
-        winner = best.at[c, "best_variant"]
-        cells = [str(c), *(num(v) for v in row.to_numpy())]
-        spread = best.at[c, "speedup_spread"]
-        speedup = num(best.at[c, "speedup"], ".2f") + "x"
-        if not math.isnan(spread) and spread > 0:
-            speedup += f" ±{spread * best.at[c, 'speedup']:.2f}"
-        rows.append([*cells, str(winner), speedup])
+    cells = throughput_rows(table, lo, hi, answer.best)
+    for i, (c, row) in enumerate(zip(table.index, cells, strict=True)):
+        rec = best.loc[c].to_dict()
+        winner = rec["best_variant"]
+        rows.append([str(c), *row, best_text(rec), speedup_text(rec)])
         if winner in table.columns:
             bold.add((i, 1 + list(table.columns).index(winner)))
-    spread_note = (
-        " ± is the spread of the speedup across repeats (CVs of both levels combined)."
-        if answer.best["speedup_spread"].fillna(0).gt(0).any()
-        else " Each level was measured once: no spread across repeats."
-    )
     return Table(
         "Output throughput (tok/s) per variant and concurrency",
         cols,
         rows,
         [True, *([True] * len(table.columns)), False, True],
-        note="Bold: the best variant at each level; speedup = best / baseline." + spread_note,
+        note="Bold: the best variant at each level; speedup = best / baseline; ≈: a near-tie "
+        "with the best (see the next table). " + _interval_notes(answer),
         highlight=bold,
     )
 
 
+def best_table(answer: Answer) -> Table | None:
+    """Per level: the best with its interval, speedup, runner-up and lead, near-ties."""
+    if answer.best.empty:
+        return None
+    rows = best_rows(answer.best)
+    ties = {i for i, r in enumerate(rows) if r[-1] != "no"}
+    return Table(
+        "Best variant per level, and how sure",
+        BEST_HEADER,
+        rows,
+        [True, False, True, True, False, False],
+        note=best_note(answer.best),
+        highlight={(i, len(BEST_HEADER) - 1) for i in ties},
+    )
+
+
 def pivot_table(answer: Answer) -> Table:
-    rows = []
-    for variant, pivot in answer.pivots.items():
-        at = num(pivot.concurrency, ".3g") if pivot.kind == "crosses" else pivot.kind
-        rows.append([variant, at, pivot.describe()])
+    rows, bold = [], set()
+    for i, (variant, pivot) in enumerate(answer.pivots.items()):
+        rows.append([variant, pivot_cell(pivot), pivot_line(pivot)])
+        if pivot.soft:
+            bold.add((i, 1))
     return Table(
         "Pivot points",
         ["variant", "pivot concurrency", "detail"],
         rows,
         [False, True, False],
-        note="Where the variant's throughput falls below the baseline's, interpolated on "
-        "log2(concurrency) between the measured levels.",
+        note=PIVOT_NOTE,
+        highlight=bold,
     )
 
 
@@ -137,25 +192,34 @@ def slo_table(answer: Answer) -> Table | None:
 def latency_tables(answer: Answer) -> Table:
     lat = answer.latency
     has_slo = "meets_slo" in lat.columns
+    bounds = {m: interval_tables(answer.levels, m) for m in LATENCY_COLUMNS}
+
+    def cell(rec: dict, metric: str) -> str:
+        lo, hi = bounds[metric]
+        c, v = rec["concurrency"], rec["variant"]
+        known = c in lo.index and v in lo.columns
+        return pm(
+            rec[metric], lo.at[c, v] if known else None, hi.at[c, v] if known else None, ".2f"
+        )
+
     cols = ["variant", "concurrency", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"]
     rows = []
     for rec in lat.to_dict("records"):
-        row = [
-            rec["variant"],
-            str(rec["concurrency"]),
-            *(
-                num(rec[c], ".2f")
-                for c in ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")
-            ),
-        ]
+        row = [rec["variant"], str(rec["concurrency"]), *(cell(rec, m) for m in LATENCY_COLUMNS)]
         if has_slo:
             row.append("yes" if rec["meets_slo"] else "no")
         rows.append(row)
+    note = (
+        "±: half of the 95% interval (a bootstrap over requests)."
+        if any(lo.notna().any().any() for lo, _ in bounds.values())
+        else ""
+    )
     return Table(
         "Latency (ms) per variant and concurrency",
         cols + (["meets SLO"] if has_slo else []),
         rows,
         [False, True, True, True, True, True] + ([False] if has_slo else []),
+        note=note,
     )
 
 
@@ -279,6 +343,7 @@ def all_tables(answer: Answer) -> list[Table]:
         export_table(answer),
         steps_table(answer),
         throughput_table(answer),
+        best_table(answer),
         pivot_table(answer) if answer.pivots else None,
         slo_table(answer),
         latency_tables(answer),
