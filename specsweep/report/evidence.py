@@ -235,13 +235,15 @@ def best_rows(best: pd.DataFrame) -> list[list[str]]:
 
 
 def best_note(best: pd.DataFrame) -> str:
-    """What the best-per-level columns mean, and ± where the levels have no interval."""
-    note = (
-        "speedup = best / baseline; lead = best / runner-up. "
-        f"{TIE}: a near-tie: the best's lead over each variant listed (the low end of its "
-        f"95% interval, where known) is under {1 + TIE_MARGIN:g}x, so they are not separated; "
-        "the simplest of them is the one to run."
-    )
+    """What the best-per-level columns mean: ≈ when a level has a near-tie, ± (repeats)
+    where the levels have no interval but repeats."""
+    note = "speedup = best / baseline; lead = best / runner-up."
+    if tied_at(best) and any(tied_at(best).values()):
+        note += (
+            f" {TIE}: a near-tie: the best's lead over each variant listed (the low end of its "
+            f"95% interval, where known) is under {1 + TIE_MARGIN:g}x, so they are not "
+            "separated; the simplest of them is the one to run."
+        )
     known = best.get("speedup_lo", pd.Series(dtype=float)).notna().any()
     spreads = best.get("speedup_spread", pd.Series(dtype=float)).fillna(0).gt(0).any()
     if spreads and not known:

@@ -25,6 +25,7 @@ from specsweep.report.evidence import (
     speedup_text,
     target_ci_line,
     throughput_rows,
+    tied_at,
 )
 
 
@@ -117,6 +118,7 @@ def throughput_table(answer: Answer) -> Table:
     cols = ["concurrency", *table.columns, "best", "speedup"]
     rows, bold = [], set()
     cells = throughput_rows(table, lo, hi, answer.best)
+    ties = any(tied_at(answer.best).values())
     for i, (c, row) in enumerate(zip(table.index, cells, strict=True)):
         rec = best.loc[c].to_dict()
         winner = rec["best_variant"]
@@ -128,8 +130,9 @@ def throughput_table(answer: Answer) -> Table:
         cols,
         rows,
         [True, *([True] * len(table.columns)), False, True],
-        note="Bold: the best variant at each level; speedup = best / baseline; ≈: a near-tie "
-        "with the best (see the next table). " + _interval_notes(answer),
+        note="Bold: the best variant at each level; speedup = best / baseline. "
+        + ("≈: a near-tie with the best (see the next table). " if ties else "")
+        + _interval_notes(answer),
         highlight=bold,
     )
 
