@@ -23,7 +23,7 @@ from specsweep.config import SweepConfig
 from specsweep.errors import RegressionDetected, SweepFailed
 from specsweep.results.store import ResultsStore, new_run_id
 from tasks.answer import publish_answer
-from tasks.regression import emit_regression_event, judge_regression
+from tasks.regression import emit_regression_event, judge_decisions, judge_regression
 
 
 def nightly_run_id() -> str:
@@ -56,7 +56,10 @@ def nightly_regression(
         force: Also kill processes on the port or GPUs that are not provably specsweep's.
 
     A regression fails the flow run with a message naming the metrics, after
-    emitting `specsweep.regression.detected`; an improvement is reported only.
+    emitting `specsweep.regression.detected`; an improvement is reported only. A decision
+    (best variant per level, pivot, policy) that moved beyond its interval since the last
+    nights is published (`specsweep-decisions`) and emitted as `specsweep.decision.changed`;
+    it never fails the run.
     """
     logger = get_run_logger()
     run_id = run_id or nightly_run_id()
@@ -73,6 +76,14 @@ def nightly_regression(
         "regressions": report.event_payload()["regressions"],
         "improvements": len(report.improvements),
     }
+    try:  # what the numbers decide; its failure must not cost the regression verdict
+        decisions = judge_decisions(config.results_dir, run_id, policy)
+        result |= {
+            "decisions": decisions.headline(),
+            "decision_changes": [d.record() for d in decisions.changed],
+        }
+    except Exception as exc:  # logged; the verdict above stands
+        logger.error("judging the decisions failed: %r; the regression verdict stands", exc)
     if not ResultsStore(config.results_dir).read_levels(run_id).empty:  # something was measured
         answer = publish_answer(config.results_dir, run_id)
         result |= {"policy": answer["policy"], "report_html": answer["report_html"]}

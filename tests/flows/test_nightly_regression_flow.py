@@ -19,7 +19,7 @@ from specsweep.config.plan import sweep_variants
 from specsweep.errors import RegressionDetected
 from specsweep.report.render import report_link
 from specsweep.results.store import ResultsStore
-from tasks.regression import REGRESSION_EVENT
+from tasks.regression import DECISION_EVENT, DECISIONS_KEY, REGRESSION_EVENT
 from tests.conftest import sim_config_data
 from tests.synthetic_levels import SPEC, baseline_tput, level_row, night, write
 
@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.flow]
 QUIET = [1.0, 1.01, 0.99, 1.005, 0.995]
 
 
-def history_and_tonight(config, spec_c4: float) -> str:
-    """Five quiet nights, then tonight with SPEC at c=4 multiplied by spec_c4."""
+def history_and_tonight(config, spec_c4: float, ci: float | None = None) -> str:
+    """Five quiet nights, then tonight with SPEC at c=4 multiplied by spec_c4; with `ci`,
+    every level carries a 95% interval of +-ci on its output throughput."""
     assert [v.label for v in sweep_variants(config)] == ["baseline", SPEC]
     store = ResultsStore(config.results_dir)
     shape = {"target": config.target.name, "model_path": config.server.model_path}
@@ -37,18 +38,25 @@ def history_and_tonight(config, spec_c4: float) -> str:
         run_id, start = night(i)
         for c in config.load.concurrency:
             spec_m = spec_c4 if (i == len(QUIET) and c == 4) else m
-            write(
-                store,
-                [
-                    level_row(
-                        run_id, "baseline", c, baseline_tput(c) * m, started_at=start, **shape
-                    ),
-                    level_row(
-                        run_id, SPEC, c, baseline_tput(c) * 1.2 * spec_m, started_at=start, **shape
-                    ),
-                ],
-            )
+            rows = [
+                level_row(run_id, "baseline", c, baseline_tput(c) * m, started_at=start, **shape),
+                level_row(
+                    run_id, SPEC, c, baseline_tput(c) * 1.2 * spec_m, started_at=start, **shape
+                ),
+            ]
+            for row in rows if ci is not None else ():
+                row["output_throughput_lo"] = row["output_throughput"] * (1 - ci)
+                row["output_throughput_hi"] = row["output_throughput"] * (1 + ci)
+            write(store, rows)
     return night(len(QUIET))[0]
+
+
+def flow_artifacts(flow_run_id) -> dict:
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return {a.key: a for a in artifacts}
 
 
 def test_regression_fails_the_run_and_emits_the_event(tmp_path, port, asserting_events_worker):  # noqa: F811
@@ -81,20 +89,64 @@ def test_a_quiet_night_passes_and_publishes_the_answer(tmp_path, port):
     result = state.result()
     assert result["regressed"] is False
     assert result["policy"].startswith(f"Use {SPEC}")
-    flow_run_id = state.state_details.flow_run_id
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
-        )
-    keys = {a.key for a in artifacts}
+    assert result["decisions"].endswith("decisions unchanged (4 same)")  # no intervals
+    assert result["decision_changes"] == []
+    artifacts = flow_artifacts(state.state_details.flow_run_id)
     assert {
         "specsweep-results",
         "specsweep-answer",
         "specsweep-report",
         "specsweep-regression-verdict",
-    } <= keys
-    table = next(a for a in artifacts if a.key == "specsweep-results")
-    assert SPEC in str(table.data)
+        DECISIONS_KEY,
+    } <= set(artifacts)
+    assert SPEC in str(artifacts["specsweep-results"].data)
+
+
+def test_a_decision_that_moved_is_published_and_emitted_beside_the_regression(
+    tmp_path,
+    port,
+    asserting_events_worker,  # noqa: F811
+):
+    """Tonight SPEC falls to 0.96x the baseline at c=4, every level +-1%: a regression, and
+    the baseline is now best there beyond the intervals, the pivot and the policy moved."""
+    config = parse_config(sim_config_data(tmp_path, port))
+    run_id = history_and_tonight(config, spec_c4=0.8, ci=0.01)
+    state = nightly_regression(config, run_id=run_id, return_state=True)
+    assert state.is_failed()  # the regression still fails the run
+    with pytest.raises(RegressionDetected):
+        state.result()
+    artifacts = flow_artifacts(state.state_details.flow_run_id)
+    markdown = str(artifacts[DECISIONS_KEY].data)
+    assert f"| best | c=4 | {SPEC} | baseline |" in markdown
+    asserting_events_worker.drain()
+    events = asserting_events_worker._client.events
+    assert [e.event for e in events if e.event.startswith("specsweep.")] == [
+        DECISION_EVENT,
+        REGRESSION_EVENT,
+    ]
+    (event,) = [e for e in events if e.event == DECISION_EVENT]
+    assert event.resource.id == f"specsweep.run.{run_id}"
+    assert event.resource["specsweep.target"] == config.target.name
+    assert event.payload["kinds"] == ["best", "pivot", "policy"]
+    best = next(c for c in event.payload["changes"] if c["kind"] == "best")
+    assert (best["subject"], best["before"], best["after"]) == ("c=4", SPEC, "baseline")
+    assert best["numbers"]["lead"] == pytest.approx(1 / 0.96)
+    assert best["numbers"]["lead_lo"] > 1.01
+    assert best["previous_run_id"] == night(len(QUIET) - 1)[0]
+    assert any(r.role == "flow-run" for r in event.related)
+
+
+def test_a_failure_judging_the_decisions_keeps_the_regression_verdict(tmp_path, port, monkeypatch):
+    import flows.nightly_regression as nightly
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("decisions broke")
+
+    monkeypatch.setattr(nightly, "judge_decisions", broken)
+    config = parse_config(sim_config_data(tmp_path, port))
+    run_id = history_and_tonight(config, spec_c4=0.92)
+    with pytest.raises(RegressionDetected, match=rf"{SPEC} c=4 .* output_throughput"):
+        nightly_regression(config, run_id=run_id)
 
 
 def test_the_derived_run_id_survives_a_flow_retry():
