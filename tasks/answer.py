@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 
 from specsweep.analysis.answer import analyze_run
 from specsweep.analysis.params import LatencySLO, TrafficMix
+from specsweep.report.evidence import pivot_line
 from specsweep.report.render import (
     adaptive_lines,
     answer_markdown,
@@ -60,7 +61,8 @@ def publish_answer(
         report_base_url: URL at which results_dir is served, to link the report over HTTP.
 
     Returns: run_id, policy (the one-line answer), adaptive (the verification verdicts
-    and the adaptive export, lines), pivots (variant -> description),
+    and the adaptive export, lines), pivots (variant -> description, with its 95% range or
+    the bracket it is inconclusive in),
     report_html and report_markdown paths, and the artifact keys.
     """
     logger = get_run_logger()
@@ -71,7 +73,8 @@ def publish_answer(
     create_table_artifact(
         level_records(answer),
         key=RESULTS_KEY,
-        description=f"run {run_id}: every measured level (throughput tok/s, latency ms)",
+        description=f"run {run_id}: every measured level (throughput tok/s, latency ms), "
+        "each metric with its 95% interval (_lo, _hi) and the speedup with its own",
     )
     create_markdown_artifact(
         answer_markdown(answer, files.html), key=ANSWER_KEY, description=f"run {run_id}: {line}"
@@ -94,7 +97,7 @@ def publish_answer(
         "run_id": run_id,
         "policy": line,
         "adaptive": adaptive,
-        "pivots": {v: p.describe() for v, p in answer.pivots.items()},
+        "pivots": {v: pivot_line(p) for v, p in answer.pivots.items()},
         "report_html": str(files.html),
         "report_markdown": str(files.markdown),
         "artifacts": [RESULTS_KEY, ANSWER_KEY, REPORT_KEY],

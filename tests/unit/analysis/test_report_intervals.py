@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from specsweep.analysis import analyze, analyze_run
 from specsweep.analysis.summary import summarize
 from specsweep.cli import app
-from specsweep.report.evidence import INTERVALS_NOTE, pm, target_ci_line
+from specsweep.report.evidence import INTERVALS_NOTE, pivot_cell, pivot_line, pm, target_ci_line
 from specsweep.report.markdown import summary_markdown
 from specsweep.report.plots import speedup_figure, throughput_figure
 from specsweep.report.render import answer_markdown, level_records, write_report
@@ -239,3 +239,22 @@ def test_the_store_round_trip_keeps_the_evidence(store):
     answer = analyze_run(store, RUN)
     assert answer.pivots[S3].kind == "inconclusive"
     assert answer.best.set_index("concurrency").at[1, "tied"] == SPEC
+
+
+def test_an_inconclusive_pivot_over_the_whole_range_is_worded_and_drawn():
+    """No sure level on either side: a sentence of its own, and the hatch over every level."""
+    rows = []
+    for c in LEVELS:
+        b = baseline_tput(c)
+        rows += [
+            level_row("r", "baseline", c, b, **_interval(b, 0.02)),
+            level_row("r", SPEC, c, b, **_interval(b, 0.02)),
+        ]
+    answer = analyze(frame(rows), "r")
+    pivot = answer.pivots[SPEC]
+    assert (pivot.kind, pivot.low, pivot.high) == ("inconclusive", None, None)
+    assert pivot_cell(pivot).startswith("inconclusive in the measured range")
+    assert pivot_line(pivot).startswith("inconclusive over the whole measured range")
+    assert "inconclusive over the whole measured range" in answer_markdown(answer)
+    (bracket,) = _vspans(throughput_figure(answer).axes[0], hatched=True)
+    assert bracket.get_x() < LEVELS[0] and bracket.get_x() + bracket.get_width() > LEVELS[-1]
