@@ -136,19 +136,36 @@ def _inconclusive(variant: str, levels: tuple[int, ...], sides: dict[int, str], 
     below = [c for c in levels if sides[c] == "below" and c > unsure[-1]]
     low = float(above[-1]) if above else None
     high = float(below[0]) if below else None
-    # the geometric middle of the widest unmeasured gap around the unsure levels
+    # the geometric middle of the gap where the ratio itself crosses 1, else of the widest
+    # gap around the unsure levels (or twice the top level when none is sure below)
     points = sorted({*(c for c in (low, high) if c is not None), *map(float, unsure)})
     gaps = [(b / a, a, b) for a, b in itertools.pairwise(points) if b / a > 1.5]
+    downs = [(a, b) for a, b in gaps_of(levels, crossings) if b / a > 1.5]
     suggest = None
-    if gaps:
-        _, a, b = max(gaps)
-        suggest = round(math.sqrt(a * b))
+    if downs:
+        suggest = round(math.sqrt(downs[0][0] * downs[0][1]))
     elif high is None:
         suggest = int(2 * levels[-1])
+    elif gaps:
+        _, a, b = max(gaps)
+        suggest = round(math.sqrt(a * b))
     return Pivot(
         variant, "inconclusive", None, levels, tuple(crossings), low, high, tuple(unsure),
         suggest, True,
     )  # fmt: skip
+
+
+def gaps_of(levels: tuple[int, ...], crossings) -> list[tuple[float, float]]:
+    """The measured levels around each downward crossing."""
+    out = []
+    for c, direction in crossings:
+        if direction != "down":
+            continue
+        below = [x for x in levels if x <= c]
+        above = [x for x in levels if x >= c]
+        if below and above:
+            out.append((float(below[-1]), float(above[0])))
+    return out
 
 
 def pivot_for(

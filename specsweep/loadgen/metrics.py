@@ -59,6 +59,7 @@ from specsweep.results.intervals import (
     NAN,
     Interval,
     percentile_intervals,
+    steady_window,
     throughput_intervals,
 )
 
@@ -259,22 +260,6 @@ def _error_summary(records: Sequence[RequestRecord]) -> str | None:
         return None if records else "no requests were run"
     message, count = errors.most_common(1)[0]
     return f"{count} of {len(records)} requests: {message}"
-
-
-def steady_window(records: Sequence[RequestRecord], concurrency: int) -> tuple[float, float]:
-    """(t0, t1) of one pass's steady state; t1 <= t0 when it has none.
-
-    t0: the first C requests (by send time) have all received a token. t1: the
-    (N-C+1)-th end of a request: a closed loop replaces each of the first N-C
-    ends with a new request, so from this end on at most C-1 can be in flight.
-    """
-    if not records:
-        return (0.0, 0.0)
-    c = min(concurrency, len(records))
-    first = sorted(records, key=lambda r: r.start)[:c]
-    t0 = max(r.chunk_times[0] if r.chunk_times else r.end for r in first)
-    t1 = sorted(r.end for r in records)[len(records) - c]
-    return (t0, t1)
 
 
 def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:

@@ -1,18 +1,19 @@
 """95% intervals of a level's numbers from its own requests, one pass or several.
 
-Throughput (output and request): batch means over time slices. A pass, from its
-first send to its last end, is cut into equal slices, one per wave of C requests
-(N / C of them, at least ``MIN_SLICES`` and at most ``MAX_SLICES``); each slice's rate
-is the tokens (or request-equivalents: a request counts as the share of its tokens
-that arrived) in it over its length. The slices' mean is exactly the pass's
-throughput, and the interval is Student's t over the slices: consecutive slices
+Throughput (output and request): batch means over time slices. A pass's steady
+window (from when the first C requests all have a token to when fewer than C can be
+in flight; the whole pass when that is under a third of it) is cut into equal slices,
+one per wave of C requests (at least ``MIN_SLICES``, at most ``MAX_SLICES``); each
+slice's rate is the tokens (or request-equivalents: a request counts as the share of
+its tokens that arrived) in it over its length. The interval is Student's t over the
+slices, widened to contain the pass's headline throughput (whole pass: its ramp and
+tail make a short pass read a little below the long-run rate). Consecutive slices
 share batches, so a slice must hold about a wave: requests that ran in one batch
 rise and fall together, and slices shorter than a wave would count them as
 independent (measured: ten slices of a four-wave pass see the waves' prefill dips as
 noise and give intervals three times too wide; one slice per wave is within 1.5x of
 the pass-to-pass spread). Slices of several passes are pooled: a drift between
-passes shows up as spread between their slices. What systematic shape a pass has
-(the first wave's prefill, the tail) widens the interval, it never narrows it.
+passes shows up as spread between their slices.
 
 Latency percentiles: a percentile bootstrap over requests (a request's ITLs move
 together, so requests are resampled, not tokens), ``BOOTSTRAP`` resamples from a
@@ -135,8 +136,27 @@ def slices_for(requests: int, concurrency: int) -> int:
     return int(min(MAX_SLICES, max(MIN_SLICES, round(requests / max(concurrency, 1)))))
 
 
-def slice_rates(records: Sequence[RequestRecord], slices: int) -> tuple[np.ndarray, np.ndarray]:
-    """(output tok/s, requests/s) in each of `slices` equal slices of one pass.
+def steady_window(records: Sequence[RequestRecord], concurrency: int) -> tuple[float, float]:
+    """(t0, t1) of one pass's steady state; t1 <= t0 when it has none.
+
+    t0: the first C requests (by send time) have all received a token. t1: the
+    (N-C+1)-th end of a request: a closed loop replaces each of the first N-C
+    ends with a new request, so from this end on at most C-1 can be in flight.
+    """
+    if not records:
+        return (0.0, 0.0)
+    c = min(concurrency, len(records))
+    first = sorted(records, key=lambda r: r.start)[:c]
+    t0 = max(r.chunk_times[0] if r.chunk_times else r.end for r in first)
+    t1 = sorted(r.end for r in records)[len(records) - c]
+    return (t0, t1)
+
+
+def slice_rates(
+    records: Sequence[RequestRecord], slices: int, window: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(output tok/s, requests/s) in each of `slices` equal slices of `window` (default:
+    the whole pass, first send to last end).
 
     Each ok request's tokens are placed at its chunks' arrival times (scaled up evenly
     where the chunks' tokens add up to less than the request's output, as in
@@ -144,8 +164,7 @@ def slice_rates(records: Sequence[RequestRecord], slices: int) -> tuple[np.ndarr
     """
     if not records:
         return np.zeros(0), np.zeros(0)
-    t0 = min(r.start for r in records)
-    t1 = max(r.end for r in records)
+    t0, t1 = window or (min(r.start for r in records), max(r.end for r in records))
     if not t1 > t0:
         return np.zeros(0), np.zeros(0)
     times: list[float] = []
@@ -163,24 +182,59 @@ def slice_rates(records: Sequence[RequestRecord], slices: int) -> tuple[np.ndarr
         shares.extend(n / counted for n in r.chunk_tokens)
     edges = np.linspace(t0, t1, slices + 1)
     width = (t1 - t0) / slices
-    at = np.clip(np.asarray(times, dtype=float), t0, t1)
+    at = np.asarray(times, dtype=float)
     out, _ = np.histogram(at, bins=edges, weights=np.asarray(tokens, dtype=float))
     req, _ = np.histogram(at, bins=edges, weights=np.asarray(shares, dtype=float))
     return out / width, req / width
 
 
+def _pass_slices(
+    records: Sequence[RequestRecord], concurrency: int
+) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+    """One pass's slice rates (output, requests) and its headline (the same two over the
+    whole pass). The slices cover the steady window when it spans at least a third of
+    the pass, else the whole pass."""
+    empty = (np.zeros(0), np.zeros(0), (NAN, NAN))
+    if not records:
+        return empty
+    start, end = min(r.start for r in records), max(r.end for r in records)
+    if not end > start:
+        return empty
+    ok = [r for r in records if r.ok]
+    headline = (sum(r.output_tokens for r in ok) / (end - start), len(ok) / (end - start))
+    t0, t1 = steady_window(records, concurrency)
+    if t1 - t0 >= (end - start) / 3.0:
+        slices = slices_for(len(records) - concurrency, concurrency)
+        out, req = slice_rates(records, slices, (t0, t1))
+    else:
+        out, req = slice_rates(records, slices_for(len(records), concurrency))
+    return out, req, headline
+
+
 def throughput_intervals(
     passes: Sequence[Sequence[RequestRecord]], concurrency: int
 ) -> tuple[Interval, Interval]:
-    """(output throughput, request throughput) over the pooled slices of these passes."""
-    out_parts, req_parts = [], []
-    for records in passes:
-        out, req = slice_rates(records, slices_for(len(records), concurrency))
-        out_parts.append(out)
-        req_parts.append(req)
-    if not out_parts:
+    """(output throughput, request throughput) of these passes: the mean of the passes'
+    whole-pass throughputs, with an interval for the long-run rate.
+
+    The interval is Student's t over the pooled slices of the passes' steady windows,
+    widened to contain the headline: a short pass's headline sits below the long-run rate
+    by its ramp and tail (a closed loop's last requests run with fewer in flight), which
+    is a bias of the short pass, not noise, so the interval spans both.
+    """
+    parts = [_pass_slices(records, concurrency) for records in passes]
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
         return Interval(NAN), Interval(NAN)
-    return mean_interval(np.concatenate(out_parts)), mean_interval(np.concatenate(req_parts))
+    out = []
+    for k in (0, 1):
+        steady = mean_interval(np.concatenate([p[k] for p in parts]))
+        value = float(np.mean([p[2][k] for p in parts]))
+        if not steady.known:
+            out.append(Interval(value))
+            continue
+        out.append(Interval(value, min(value, steady.lo), max(value, steady.hi)))
+    return out[0], out[1]
 
 
 def _weighted_quantiles(

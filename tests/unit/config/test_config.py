@@ -110,3 +110,16 @@ def test_only_transient_deaths_are_retried():
     nccl = ServerDiedError("died", ["torch.distributed.DistBackendError: ncclSystemError"])
     oom = ServerDiedError("died", ["torch.OutOfMemoryError: CUDA out of memory."])
     assert bind.transient and nccl.transient and not oom.transient
+
+
+def test_target_ci_bounds_and_the_passes_it_can_take():
+    load = LoadSpec(target_ci=0.02, requests_per_stream=4)
+    assert load.max_requests_at(8) == 320  # default: ten passes' worth
+    assert load.max_passes(8) == 10
+    assert LoadSpec(target_ci=0.02, max_requests=100).max_passes(8) == 3
+    assert LoadSpec().max_passes(8) == 1  # fixed counts: one pass
+    for bad in (0, 1.0, -0.1):
+        with pytest.raises(ValidationError):
+            LoadSpec(target_ci=bad)
+    with pytest.raises(ValidationError, match="set target_ci or target_cv, not both"):
+        LoadSpec(target_ci=0.02, target_cv=0.03)

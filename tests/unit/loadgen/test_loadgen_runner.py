@@ -67,6 +67,39 @@ def test_target_cv_missed_runs_max_repeats() -> None:
     assert result.metrics.repeats == 3 == len(result.repeats)
 
 
+def test_a_target_ci_already_met_stops_after_one_pass() -> None:
+    load = LoadSpec(input_len=4, output_len=4, requests_per_level=8, target_ci=0.9)
+    result, _ = level(load, 2)
+    assert result.metrics.repeats == 1
+    assert result.metrics.target_ci_met is True
+    assert result.metrics.output_throughput_ci.rel_halfwidth <= 0.9
+
+
+def test_a_target_ci_out_of_reach_stops_at_max_requests_and_says_so() -> None:
+    load = LoadSpec(
+        input_len=4, output_len=4, requests_per_level=4, target_ci=1e-9, max_requests=12
+    )
+    result, progress = level(load, 2)
+    assert result.metrics.repeats == 3  # 3 passes of 4 requests: the cap of 12
+    assert result.metrics.completed == 12
+    assert result.metrics.target_ci_met is False
+    assert progress[-1] == (12, 12)
+
+
+def test_a_target_ci_out_of_reach_starts_no_pass_after_max_level_s() -> None:
+    load = LoadSpec(
+        input_len=4, output_len=4, requests_per_level=4, target_ci=1e-9, max_level_s=1e-6
+    )
+    result, _ = level(load, 2)
+    assert result.metrics.repeats == 1
+    assert result.metrics.target_ci_met is False
+
+
+def test_fixed_counts_record_no_target() -> None:
+    result, _ = level(LoadSpec(input_len=4, output_len=4, requests_per_level=4), 2)
+    assert result.metrics.target_ci_met is None
+
+
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 @pytest.mark.parametrize("continuous", [True, False])
 def test_openai_endpoints(endpoint: str, continuous: bool) -> None:

@@ -1,0 +1,132 @@
+"""Winners, pivots and policies with their 95% intervals, on curves of known spread."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from specsweep.analysis import best_per_level, pivot_points, speculation_policy
+from specsweep.analysis.params import TrafficMix
+from tests.synthetic_levels import (
+    LEVELS,
+    SPEC,
+    baseline_tput,
+    chain_row,
+    frame,
+    level_row,
+    sweep_rows,
+)
+
+
+def with_ci(rows: list[dict[str, Any]], rel: float) -> list[dict[str, Any]]:
+    """The rows with a symmetric ±rel interval around their throughput."""
+    return [
+        {
+            **r,
+            "output_throughput_lo": r["output_throughput"] * (1 - rel),
+            "output_throughput_hi": r["output_throughput"] * (1 + rel),
+        }
+        for r in rows
+    ]
+
+
+def ratios(values: list[float]) -> dict[int, float]:
+    return dict(zip(LEVELS, values, strict=True))
+
+
+def test_a_sharp_pivot_gets_a_range_inside_its_bracket():
+    pivot = pivot_points(frame(with_ci(sweep_rows("r"), 0.01)))[SPEC]
+    assert pivot.kind == "crosses"
+    assert pivot.concurrency == pytest.approx(2**4.5)
+    # ratios 1.05 and 0.95 at c=16 and 32, each ±1.4% (two ±1% sides in quadrature)
+    assert 16 < pivot.low < pivot.concurrency < pivot.high < 32
+    assert pivot.low == pytest.approx(20.5, abs=0.3)
+    assert pivot.high == pytest.approx(24.9, abs=0.3)
+    assert not pivot.soft
+    assert "(95%: c≈20.5 to 24.9)" in pivot.describe()
+
+
+def test_wide_intervals_make_the_same_crossing_inconclusive_with_the_level_to_add():
+    rows = with_ci(sweep_rows("r", ratio=ratios([1.3, 1.2, 1.1, 1.01, 0.99, 0.9])), 0.02)
+    pivot = pivot_points(frame(rows))[SPEC]
+    assert pivot.kind == "inconclusive"
+    assert pivot.soft
+    assert pivot.unsure == (8, 16)
+    assert (pivot.low, pivot.high) == (4.0, 32.0)
+    assert pivot.suggest == 11  # the middle of 8..16, where the ratio itself crosses 1
+    text = pivot.describe()
+    assert text.startswith("inconclusive between c=4 and c=32")
+    assert "add a level at c=11" in text
+
+
+def test_never_needs_every_level_sure():
+    values = [1.3, 1.25, 1.2, 1.15, 1.1, 1.005]
+    assert pivot_points(frame(sweep_rows("r", ratio=ratios(values))))[SPEC].kind == "never"
+    sure = pivot_points(frame(with_ci(sweep_rows("r", ratio=ratios(values)), 0.001)))[SPEC]
+    assert sure.kind == "never"
+    pivot = pivot_points(frame(with_ci(sweep_rows("r", ratio=ratios(values)), 0.02)))[SPEC]
+    assert pivot.kind == "inconclusive"
+    assert (pivot.low, pivot.high, pivot.suggest) == (16.0, None, 64)
+    assert "from c=16 up to the highest measured c=32" in pivot.describe()
+
+
+def test_rows_without_intervals_keep_todays_pivot():
+    pivot = pivot_points(frame(sweep_rows("r")))[SPEC]
+    assert pivot.kind == "crosses"
+    assert (pivot.low, pivot.high, pivot.intervals) == (None, None, False)
+
+
+def two_chains(lead: float, rel: float) -> list[dict[str, Any]]:
+    """At c=4: the baseline, a 2-step chain, and a 4-step chain `lead` times faster."""
+    base = baseline_tput(4)
+    rows = [
+        level_row("r", "baseline", 4, base),
+        chain_row("r", 2, 4, 1.3 * base),
+        chain_row("r", 4, 4, 1.3 * base * lead),
+    ]
+    return with_ci(rows, rel)
+
+
+def test_a_lead_inside_the_intervals_is_a_near_tie_resolved_to_fewer_steps():
+    best = best_per_level(frame(two_chains(1.01, 0.03))).set_index("concurrency")
+    assert best.at[4, "best_variant"] == "eagle3-s4-k1-d5"
+    assert best.at[4, "runner_up"] == "eagle3-s2-k1-d3"
+    assert best.at[4, "lead"] == pytest.approx(1.01)
+    assert best.at[4, "lead_lo"] < 1.0 < best.at[4, "lead_hi"]
+    assert bool(best.at[4, "near_tie"])
+    assert best.at[4, "tied"] == "eagle3-s2-k1-d3"
+    assert best.at[4, "choice"] == "eagle3-s2-k1-d3"  # fewer draft steps
+    assert best.at[4, "speedup_lo"] < best.at[4, "speedup"] < best.at[4, "speedup_hi"]
+
+
+def test_a_lead_beyond_the_intervals_is_a_winner():
+    best = best_per_level(frame(two_chains(1.05, 0.005))).set_index("concurrency")
+    assert not bool(best.at[4, "near_tie"])
+    assert best.at[4, "tied"] is None
+    assert best.at[4, "choice"] == "eagle3-s4-k1-d5"
+    assert best.at[4, "lead_lo"] > 1.01
+
+
+def test_no_speculation_is_simpler_than_a_tied_speculative_variant():
+    base = baseline_tput(8)
+    rows = with_ci([level_row("r", "baseline", 8, base), chain_row("r", 2, 8, base * 1.005)], 0.02)
+    best = best_per_level(frame(rows)).set_index("concurrency")
+    assert best.at[8, "best_variant"] == "eagle3-s2-k1-d3"
+    assert best.at[8, "choice"] == "baseline"
+
+
+def test_the_policy_gain_has_an_interval_and_ties_go_to_the_simpler_rule():
+    mix = TrafficMix(weights={8: 1, 16: 1})
+    sure = speculation_policy(frame(with_ci(sweep_rows("r"), 0.01)), mix)
+    assert (sure.variant, sure.up_to) == (SPEC, 16)  # c=16 adds 2.9%, beyond 1% + noise
+    assert sure.tie_note is None
+    assert sure.gain_lo < sure.gain_vs_baseline < sure.gain_hi
+    assert math.isfinite(sure.gain_lo)
+    assert "(95%: +" in sure.line()
+    # The same curves at ±15%: no rule can be told from no speculation: the simplest wins.
+    noisy = speculation_policy(frame(with_ci(sweep_rows("r"), 0.15)), mix)
+    assert noisy.variant is None
+    assert noisy.tie_note.startswith(f"Near-tie: {SPEC} up to c=16 scored +8.6% (±16.1%, 95%)")
+    assert "the simpler rule is chosen" in noisy.line()
