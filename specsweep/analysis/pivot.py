@@ -80,13 +80,14 @@ class Pivot:
     def describe(self) -> str:
         lo, hi = (self.levels[0], self.levels[-1]) if self.levels else (None, None)
         if self.kind == "inconclusive":
-            where = (
-                f"between c={self.low:g} and c={self.high:g}"
-                if self.low is not None and self.high is not None
-                else f"at or below c={self.high:g}"
-                if self.high is not None
-                else f"from c={self.low:g} up to the highest measured c={hi}"
-            )
+            if self.low is not None and self.high is not None:
+                where = f"between c={self.low:g} and c={self.high:g}"
+            elif self.high is not None:
+                where = f"at or below c={self.high:g}"
+            elif self.low is not None:
+                where = f"from c={self.low:g} up to the highest measured c={hi}"
+            else:
+                where = f"over the whole measured range (c={lo}..{hi})"
             unsure = ", ".join(map(str, self.unsure))
             text = f"inconclusive {where}: the ratio's 95% interval contains 1 at c={unsure}"
             if self.suggest is not None:

@@ -130,3 +130,11 @@ def test_the_policy_gain_has_an_interval_and_ties_go_to_the_simpler_rule():
     assert noisy.variant is None
     assert noisy.tie_note.startswith(f"Near-tie: {SPEC} up to c=16 scored +8.6% (±16.1%, 95%)")
     assert "the simpler rule is chosen" in noisy.line()
+
+
+def test_a_pivot_unsure_at_every_level_says_so():
+    values = [1.01, 1.005, 1.0, 0.995, 0.99, 0.985]
+    pivot = pivot_points(frame(with_ci(sweep_rows("r", ratio=ratios(values)), 0.05)))[SPEC]
+    assert pivot.kind == "inconclusive"
+    assert (pivot.low, pivot.high) == (None, None)
+    assert pivot.describe().startswith("inconclusive over the whole measured range (c=1..32)")
