@@ -353,20 +353,9 @@ def _pivot_moves(now: _Answer, past: list[tuple[str, _Answer]], base: dict) -> l
         prev_run, prev = previous
         before = prev.pivots[variant]
         numbers = {**_pivot_numbers(before, "before"), **_pivot_numbers(after, "after")}
-        make = _maker(
-            PIVOT, variant, _pivot_text(before), _pivot_text(after), prev_run, base, numbers
-        )
+        make = _maker(PIVOT, variant, before.describe(), after.describe(), prev_run, base, numbers)
         out.append(make(*_pivot_status(before, after)))
     return out
-
-
-def _pivot_text(p: Pivot) -> str:
-    """Pivot.describe(), and a sentence of its own for an inconclusive pivot bracketed on
-    neither side (every level unsure), which describe() cannot format."""
-    if p.kind == "inconclusive" and p.low is None and p.high is None:
-        unsure = ", ".join(map(str, p.unsure))
-        return f"inconclusive: the ratio's 95% interval contains 1 at c={unsure}"
-    return p.describe()
 
 
 def _pivot_status(before: Pivot, after: Pivot) -> tuple[str, str]:
