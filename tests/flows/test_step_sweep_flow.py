@@ -12,9 +12,11 @@ import pytest
 
 from flows.benchmark_variant import benchmark_variant
 from flows.step_sweep import step_sweep
+from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
 from specsweep.errors import ServerDiedError, SweepFailed
+from specsweep.report.evidence import target_ci_line
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from specsweep.targets.cleanup import SGLANG_MARKERS
@@ -44,6 +46,10 @@ def test_step_sweep_writes_one_row_per_variant_and_level(tmp_path, port):
     ]  # fmt: skip
     assert set(levels["status"]) == {"ok"} and (levels["failed"] == 0).all()
     assert (levels["simulated"]).all() and (levels["run_id"] == run_id).all()
+    for name in ("output_throughput", "request_throughput", "ttft_ms_p50", "itl_ms_p99"):
+        lo, value, hi = levels[f"{name}_lo"], levels[name], levels[f"{name}_hi"]
+        assert ((lo <= value) & (value <= hi) & (lo < hi)).all(), name
+    assert levels["target_ci"].isna().all() and levels["target_ci_met"].isna().all()
     assert levels["sglang_version"].str.contains("sim").all()
     spec = levels[~levels["is_baseline"]]
     assert spec["accept_length"].between(1.0, 3.0).all() and (spec["num_steps"] == 2).all()
@@ -70,6 +76,24 @@ def test_step_sweep_writes_one_row_per_variant_and_level(tmp_path, port):
     assert again["run_id"] == run_id
     assert sorted((config.target.workdir / "logs" / run_id).iterdir()) == logs
     assert len(store.read_levels(run_id)) == 4
+
+
+def test_a_level_measured_until_sure_records_its_effort_and_says_when_it_fell_short(tmp_path, port):
+    """target_ci out of reach: each level runs passes up to max_requests, records them, and
+    the run's summary names the levels that missed the target."""
+    load = {"concurrency": [2], "target_ci": 1e-6, "max_requests": 12}
+    config = parse_config(sim_config_data(tmp_path, port, load=load))
+    run_id = step_sweep(config)["run_id"]
+    levels = ResultsStore(config.results_dir).read_levels(run_id)
+    assert list(levels["repeats"]) == [3, 3]  # passes of 4 requests up to 12
+    assert list(levels["completed"]) == [12, 12]
+    assert list(levels["target_ci"]) == [1e-6, 1e-6]
+    assert list(levels["target_ci_met"]) == [False, False]
+    answer = analyze_run(ResultsStore(config.results_dir), run_id)
+    line = target_ci_line(answer.levels)
+    assert line.startswith("Target interval ±0.0% (load.target_ci) missed at 2 of 2 levels")
+    best = answer.best.set_index("concurrency")
+    assert best.at[2, "best_lo"] < best.at[2, "best_throughput"] < best.at[2, "best_hi"]
 
 
 def test_a_crashing_server_fails_the_run_but_keeps_going_and_cleans_up(tmp_path, port):
