@@ -148,7 +148,8 @@ def _band(ax: Axes, mid: pd.Series, lo: pd.Series, hi: pd.Series, color: str) ->
 def _pivot_span(ax: Axes, pivot: Pivot, color: str, levels: list[int], y: float) -> bool:
     """A crossing's 95% range shaded; an inconclusive pivot's bracket hatched and labelled.
 
-    y: the label's height in axes fraction. Whether anything was drawn."""
+    y: the label's bottom in axes fraction (near the bottom: the legends sit at the top).
+    Whether anything was drawn."""
     left, right = levels[0] / 1.25, levels[-1] * 1.25  # the x limits _log2_x sets
     if pivot.kind == "crosses" and pivot.low is not None and pivot.high is not None:
         ax.axvspan(pivot.low, pivot.high, color=color, alpha=SPAN_ALPHA, linewidth=0, zorder=1)
@@ -158,13 +159,13 @@ def _pivot_span(ax: Axes, pivot: Pivot, color: str, levels: list[int], y: float)
     low = pivot.low if pivot.low is not None else left
     high = pivot.high if pivot.high is not None else right
     ax.axvspan(
-        low, high, facecolor="none", edgecolor=color, hatch="//", alpha=0.55, linewidth=0.8,
+        low, high, facecolor="none", edgecolor=color, hatch="//", alpha=0.4, linewidth=0.8,
         zorder=1,
     )  # fmt: skip
     text = "inconclusive" + (f": add c={pivot.suggest}" if pivot.suggest is not None else "")
     ax.text(
-        math.sqrt(low * high), y, text, ha="center", va="top", fontsize=8, color=color,
-        transform=ax.get_xaxis_transform(), zorder=7,
+        math.sqrt(low * high), y, text, ha="center", va="bottom", fontsize=8, color=color,
+        transform=ax.get_xaxis_transform(), zorder=4,  # under the legend (5)
         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
     )  # fmt: skip
     return True
@@ -228,16 +229,17 @@ def throughput_figure(answer: Answer) -> Figure:
                 markeredgewidth=2,
                 zorder=6,
             )
-        ax.plot(
-            [],
-            [],
-            marker="D",
-            linestyle="none",
-            markerfacecolor="white",
-            markeredgecolor="#555555",
-            markeredgewidth=2,
-            label="pivot: speculation stops paying",
-        )
+        if any(p.kind == "crosses" for p in answer.pivots.values()):
+            ax.plot(
+                [],
+                [],
+                marker="D",
+                linestyle="none",
+                markerfacecolor="white",
+                markeredgecolor="#555555",
+                markeredgewidth=2,
+                label="pivot: speculation stops paying",
+            )
     _log2_x(ax, levels)
     ax.set_ylabel("output throughput (tok/s)", fontsize=10)
     ax.set_ylim(bottom=0)
@@ -253,7 +255,7 @@ def _pivot_spans(
     ranged = hatched = False
     inconclusive = 0
     for variant, pivot in answer.pivots.items():
-        y = 0.97 - 0.07 * inconclusive  # stack the labels of several inconclusive pivots
+        y = 0.03 + 0.07 * inconclusive  # stack the labels of several inconclusive pivots
         drawn = _pivot_span(ax, pivot, palette.get(variant, "#888888"), levels, y)
         if drawn and pivot.kind == "inconclusive":
             hatched, inconclusive = True, inconclusive + 1
