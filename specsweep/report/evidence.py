@@ -253,15 +253,5 @@ def best_note(best: pd.DataFrame) -> str:
 
 def pivot_line(pivot: Pivot) -> str:
     """The pivot's full sentence, marked soft when its range is wide."""
-    if pivot.kind == "inconclusive" and pivot.low is None and pivot.high is None:
-        # no sure level on either side (Pivot.describe cannot word this case)
-        unsure = ", ".join(map(str, pivot.unsure))
-        text = (
-            "inconclusive over the whole measured range: the ratio's 95% interval contains 1 "
-            f"at c={unsure}"
-        )
-        if pivot.suggest is not None:
-            text += f"; add a level at c={pivot.suggest} (or repeat c={unsure})"
-        return text
     soft = "; soft: the range is wider than a factor 1.25 in c" if pivot.soft else ""
     return pivot.describe() + (soft if pivot.kind == "crosses" else "")
