@@ -246,7 +246,9 @@ def _evidence(
         best = str(measured.index[0])
         top = cell(throughput, lo, hi, c, best)
         entry: dict = {"concurrency": c, "best_lo": top.lo, "best_hi": top.hi}
-        if base is not None and base in measured.index:
+        if best == base:  # the baseline against itself: exactly 1
+            entry["speedup_lo"] = entry["speedup_hi"] = 1.0
+        elif base is not None and base in measured.index:
             speedup = ratio(top, cell(throughput, lo, hi, c, base))
             entry["speedup_lo"], entry["speedup_hi"] = speedup.lo, speedup.hi
         tied = []

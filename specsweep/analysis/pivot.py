@@ -92,6 +92,8 @@ class Pivot:
             text = f"inconclusive {where}: the ratio's 95% interval contains 1 at c={unsure}"
             if self.suggest is not None:
                 text += f"; add a level at c={self.suggest} (or repeat c={unsure})"
+            else:
+                text += "; measure the levels longer (load.target_ci) to tell"
             return text
         if self.kind == "crosses":
             text = f"pivot at c≈{self.concurrency:.3g}"
@@ -145,6 +147,8 @@ def _inconclusive(variant: str, levels: tuple[int, ...], sides: dict[int, str], 
     suggest = None
     if downs:
         suggest = round(math.sqrt(downs[0][0] * downs[0][1]))
+    elif low is None and high is None:
+        suggest = None  # unsure everywhere: no level placed anywhere would settle it
     elif high is None:
         suggest = int(2 * levels[-1])
     elif gaps:

@@ -138,3 +138,15 @@ def test_a_pivot_unsure_at_every_level_says_so():
     assert pivot.kind == "inconclusive"
     assert (pivot.low, pivot.high) == (None, None)
     assert pivot.describe().startswith("inconclusive over the whole measured range (c=1..32)")
+    assert pivot.suggest is None  # no level placed anywhere would settle it: measure longer
+    assert pivot.describe().endswith("measure the levels longer (load.target_ci) to tell")
+
+
+def test_the_baseline_as_best_has_a_speedup_of_exactly_one():
+    base = baseline_tput(32)
+    rows = with_ci([level_row("r", "baseline", 32, base), chain_row("r", 2, 32, 0.8 * base)], 0.02)
+    best = best_per_level(frame(rows)).set_index("concurrency")
+    assert best.at[32, "best_variant"] == "baseline"
+    assert (best.at[32, "speedup_lo"], best.at[32, "speedup"], best.at[32, "speedup_hi"]) == (
+        1.0, 1.0, 1.0,
+    )  # fmt: skip
