@@ -13,7 +13,10 @@ rise and fall together, and slices shorter than a wave would count them as
 independent (measured: ten slices of a four-wave pass see the waves' prefill dips as
 noise and give intervals three times too wide; one slice per wave is within 1.5x of
 the pass-to-pass spread). Slices of several passes are pooled: a drift between
-passes shows up as spread between their slices.
+passes shows up as spread between their slices. Drift between passes that no pass sees
+from inside (the client machine, clocks, co-tenants) is held at ``DRIFT_FLOOR`` (±1.5%)
+until three passes measure it: from then on the t-interval over the passes' own
+throughputs counts instead.
 
 Latency percentiles: a percentile bootstrap over requests (a request's ITLs move
 together, so requests are resampled, not tokens), ``BOOTSTRAP`` resamples from a
@@ -46,6 +49,10 @@ class RequestRecord(Protocol):
     def ok(self) -> bool: ...
 
 
+# Between-pass drift a pass cannot see from inside, until three passes measure it: the
+# simulator's deterministic baseline on a shared 2-core machine moved 0.6-1.1% (CV) from
+# pass to pass while its slices saw about half that (benchmarks/interval_coverage.py).
+DRIFT_FLOOR = 0.015
 MIN_SLICES, MAX_SLICES = 4, 10  # time slices per pass: one per wave of C requests, clamped
 BOOTSTRAP = 400  # resamples for the latency percentiles
 CONFIDENCE = 0.95
@@ -217,10 +224,12 @@ def throughput_intervals(
     """(output throughput, request throughput) of these passes: the mean of the passes'
     whole-pass throughputs, with an interval for the long-run rate.
 
-    The interval is Student's t over the pooled slices of the passes' steady windows,
-    widened to contain the headline: a short pass's headline sits below the long-run rate
-    by its ramp and tail (a closed loop's last requests run with fewer in flight), which
-    is a bias of the short pass, not noise, so the interval spans both.
+    Within a pass: Student's t over the pooled slices of the passes' steady windows,
+    widened to contain the headline (a short pass's headline sits below the long-run rate
+    by its ramp and tail: a bias of the short pass, not noise, so the interval spans both).
+    Between passes: drift no pass can see from inside (clocks, co-tenants, the client
+    machine) is at least ``DRIFT_FLOOR`` until three passes measure it; from three passes
+    on, the t-interval over the passes' own throughputs replaces the floor where wider.
     """
     parts = [_pass_slices(records, concurrency) for records in passes]
     parts = [p for p in parts if len(p[0])]
@@ -229,11 +238,18 @@ def throughput_intervals(
     out = []
     for k in (0, 1):
         steady = mean_interval(np.concatenate([p[k] for p in parts]))
-        value = float(np.mean([p[2][k] for p in parts]))
+        headlines = [p[2][k] for p in parts]
+        value = float(np.mean(headlines))
         if not steady.known:
             out.append(Interval(value))
             continue
-        out.append(Interval(value, min(value, steady.lo), max(value, steady.hi)))
+        lo, hi = min(value, steady.lo), max(value, steady.hi)
+        if len(parts) >= 3:
+            across = mean_interval(headlines)
+            lo, hi = min(lo, across.lo), max(hi, across.hi)
+        else:
+            lo, hi = min(lo, value * (1 - DRIFT_FLOOR)), max(hi, value * (1 + DRIFT_FLOOR))
+        out.append(Interval(value, lo, hi))
     return out[0], out[1]
 
 
