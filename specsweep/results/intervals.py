@@ -5,9 +5,10 @@ window (from when the first C requests all have a token to when fewer than C can
 in flight; the whole pass when that is under a third of it) is cut into equal slices,
 one per wave of C requests (at least ``MIN_SLICES``, at most ``MAX_SLICES``); each
 slice's rate is the tokens (or request-equivalents: a request counts as the share of
-its tokens that arrived) in it over its length. The interval is Student's t over the
-slices, widened to contain the pass's headline throughput (whole pass: its ramp and
-tail make a short pass read a little below the long-run rate). Consecutive slices
+its tokens that arrived) in it over its length. The slices give the spread, scaled to
+the pass's own throughput (the steady window leaves out the first wave's prefill and
+reads 1-2% above the whole pass, which is an unbiased reading of the long-run rate for
+fixed-length requests); the interval is Student's t over them. Consecutive slices
 share batches, so a slice must hold about a wave: requests that ran in one batch
 rise and fall together, and slices shorter than a wave would count them as
 independent (measured: ten slices of a four-wave pass see the waves' prefill dips as
@@ -222,34 +223,36 @@ def throughput_intervals(
     passes: Sequence[Sequence[RequestRecord]], concurrency: int
 ) -> tuple[Interval, Interval]:
     """(output throughput, request throughput) of these passes: the mean of the passes'
-    whole-pass throughputs, with an interval for the long-run rate.
+    whole-pass throughputs, with its 95% interval.
 
-    Within a pass: Student's t over the pooled slices of the passes' steady windows,
-    widened to contain the headline (a short pass's headline sits below the long-run rate
-    by its ramp and tail: a bias of the short pass, not noise, so the interval spans both).
-    Between passes: drift no pass can see from inside (clocks, co-tenants, the client
-    machine) is at least ``DRIFT_FLOOR`` until three passes measure it; from three passes
-    on, the t-interval over the passes' own throughputs replaces the floor where wider.
+    Within a pass: Student's t over the pooled slices of the passes' steady windows, each
+    pass's slices scaled to its own throughput (the steady window reads a little above
+    the whole pass, which holds the first wave's prefill: the slices give the spread, the
+    pass the level). Between passes: drift no pass can see from inside (clocks,
+    co-tenants, the client machine) is at least ``DRIFT_FLOOR`` until three passes
+    measure it; from three passes on, the t-interval over the passes' own throughputs
+    counts instead where wider.
     """
     parts = [_pass_slices(records, concurrency) for records in passes]
-    parts = [p for p in parts if len(p[0])]
+    parts = [p for p in parts if len(p[0]) and float(p[0].mean()) > 0]
     if not parts:
         return Interval(NAN), Interval(NAN)
     out = []
     for k in (0, 1):
-        steady = mean_interval(np.concatenate([p[k] for p in parts]))
         headlines = [p[2][k] for p in parts]
+        scaled = [p[k] * (p[2][k] / float(p[k].mean())) for p in parts if p[k].mean() > 0]
+        within = mean_interval(np.concatenate(scaled)) if scaled else Interval(NAN)
         value = float(np.mean(headlines))
-        if not steady.known:
+        if not within.known:
             out.append(Interval(value))
             continue
-        lo, hi = min(value, steady.lo), max(value, steady.hi)
+        half = (within.hi - within.lo) / 2.0
         if len(parts) >= 3:
             across = mean_interval(headlines)
-            lo, hi = min(lo, across.lo), max(hi, across.hi)
+            half = max(half, (across.hi - across.lo) / 2.0)
         else:
-            lo, hi = min(lo, value * (1 - DRIFT_FLOOR)), max(hi, value * (1 + DRIFT_FLOOR))
-        out.append(Interval(value, lo, hi))
+            half = max(half, DRIFT_FLOOR * abs(value))
+        out.append(Interval(value, value - half, value + half))
     return out[0], out[1]
 
 
