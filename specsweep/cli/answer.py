@@ -67,7 +67,7 @@ def report(
 ) -> None:
     """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
     from specsweep.analysis.answer import analyze_run
-    from specsweep.report.evidence import pivot_line, tie_text
+    from specsweep.report.evidence import pivot_line, tie_lines
     from specsweep.report.render import (
         adaptive_lines,
         default_report_dir,
@@ -91,10 +91,8 @@ def report(
         console.print(warning, style="yellow", markup=False, soft_wrap=True)
     for variant, pivot in answer.pivots.items():
         console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
-    for rec in answer.best.to_dict("records"):
-        if tie_text(rec):  # a near-tie: say which variants and which one to run
-            line = f"  c={rec['concurrency']}: best {rec['best_variant']} {tie_text(rec)}"
-            console.print(line, soft_wrap=True, markup=False)
+    for line in tie_lines(answer.best):  # a near-tie: which variants, and which one to run
+        console.print(line, soft_wrap=True, markup=False)
     if answer.hosts is not None:
         console.print(_hosts_table(answer.hosts))
     console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)

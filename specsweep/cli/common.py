@@ -126,16 +126,18 @@ def simulated_note(levels: pd.DataFrame) -> str | None:
 
 def render_summary(summary: Summary, title: str) -> None:
     """The throughput table with each level's ± (half its 95% interval), ≈ on near-ties,
-    the best's speedup and the variant to run; then the pivots and what ± means."""
+    the best's speedup and the variant to run; then each near-tie, the pivots and what ±
+    means."""
     from specsweep.report.evidence import (
         INTERVALS_NOTE,
         best_text,
         has_intervals,
         pivot_line,
+        run_text,
         speedup_text,
         target_ci_line,
         throughput_rows,
-        tie_text,
+        tie_lines,
     )
 
     if summary.throughput.empty:
@@ -150,7 +152,7 @@ def render_summary(summary: Summary, title: str) -> None:
         best = summary.best.set_index("concurrency", drop=False)
         ties = "near_tie" in best.columns and best["near_tie"].fillna(False).astype(bool).any()
         if ties:
-            table.add_column("near-tie")
+            table.add_column("run")  # the variant to run: the simplest of a near-tie
         cells = throughput_rows(
             summary.throughput, summary.throughput_lo, summary.throughput_hi, summary.best
         )
@@ -159,7 +161,7 @@ def render_summary(summary: Summary, title: str) -> None:
             speedup = rec.get("speedup", float("nan"))
             style = "green" if speedup >= 1.0 else "red"
             text = speedup_text(rec)
-            extra = [tie_text(rec)] if ties else []
+            extra = [run_text(rec)] if ties else []
             table.add_row(
                 str(c),
                 *row,
@@ -168,6 +170,8 @@ def render_summary(summary: Summary, title: str) -> None:
                 *extra,
             )
         console.print(table)
+        for line in tie_lines(summary.best):
+            console.print(line, soft_wrap=True, markup=False)
         for variant, pivot in summary.pivots.items():
             console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
         if has_intervals(summary.levels):

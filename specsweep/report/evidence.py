@@ -112,6 +112,23 @@ def tie_text(rec: Mapping[str, Any]) -> str:
     return text
 
 
+def tie_lines(best: pd.DataFrame) -> list[str]:
+    """One line per near-tie level: ``c=1: best X ≈ Y, Z; run Y (simplest)``."""
+    return [
+        f"  c={rec['concurrency']}: best {rec['best_variant']} {tie_text(rec)}"
+        for rec in best.to_dict("records")
+        if tie_text(rec)
+    ]
+
+
+def run_text(rec: Mapping[str, Any]) -> str:
+    """The variant to run at a level: the choice, ``≈``-marked on a near-tie."""
+    choice = rec.get("choice")
+    if choice is None or pd.isna(choice):
+        return str(rec.get("best_variant"))
+    return f"{TIE} {choice}" if is_tie(rec) else str(choice)
+
+
 def best_text(rec: Mapping[str, Any]) -> str:
     """The best variant, marked ``≈`` when a near-tie leaves the choice to simplicity."""
     best = rec.get("best_variant")

@@ -183,7 +183,8 @@ def test_cli_summary_and_report_show_the_evidence(store, tmp_path):
     assert result.exit_code == 0, result.output
     out = result.output
     assert "≈ 725.0 ±2.0%" in out and "1.46x ±2.8%" in out
-    assert f"≈ {SPEC}; run {SPEC} (simplest)" in out
+    assert f"c=1: best {S3} ≈ {SPEC}; run {SPEC} (simplest)" in out  # a line per near-tie
+    assert f"≈ {SPEC} │" in out  # the table's narrow "run" column: the variant to run
     assert f"{SPEC}: pivot at c≈22.6 (95%: c≈18.5 to 27.5)" in out
     assert f"{S3}: inconclusive between c=4 and c=16" in out and "add a level at c=11" in out
     assert f"{S3} c=32 (±3.5%)" in out
