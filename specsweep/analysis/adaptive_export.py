@@ -14,10 +14,9 @@ The rules (docs/analysis.md, "Policy export"):
   families. Tree variants (topk > 1) cannot be expressed; where one beat the choice it
   is reported with its measured gain.
 - per level c: the best candidate, unless others are within ``max(tie_margin, 2 sigma)``
-  of it (sigma of their ratio: each level's 95% interval / 1.96, or its repeats' CV where
-  larger, in quadrature): then the fewest steps among the tied (0 first). A run too
-  noisy to tell the best from the runner-up (2 sigma of the repeats > ``max_noise``) is
-  refused; single-pass intervals resolve ties but do not refuse.
+  of it (sigma from the repeats' CVs, first order, when both were repeated): then the
+  fewest steps among the tied (0 first). A run too noisy to tell the best from the
+  runner-up (2 sigma > ``max_noise``) is refused.
 - bands of equal choice; between adjacent levels c_i < c_j with choices a != b the edge
   x is where the measured curves cross: T(b)/T(a) interpolated linearly in log2(c) to 1
   (as analysis/pivot.py). When they do not cross there (a near-tie decided one side),
@@ -142,17 +141,6 @@ def row_cv(rows: pd.DataFrame) -> pd.Series:
     return rows["output_throughput_cv"].where(rows["repeats"].fillna(1) > 1)
 
 
-def row_sigma(rows: pd.DataFrame) -> pd.Series:
-    """A level's relative standard error: its 95% interval's relative half-width / 1.96,
-    or the repeats' CV where larger; NaN when neither is known."""
-    cv = row_cv(rows)
-    if "output_throughput_lo" not in rows.columns:
-        return cv
-    half = (rows["output_throughput_hi"] - rows["output_throughput_lo"]) / 2.0
-    se = (half / rows["output_throughput"]).abs() / 1.96
-    return pd.concat([cv, se], axis=1).max(axis=1, skipna=True)
-
-
 def run_max_bs(rows: pd.DataFrame) -> tuple[int, str]:
     """(max_bs, where it came from): the largest max_running_requests recorded, else 256."""
     col = rows["max_running_requests"] if "max_running_requests" in rows.columns else None
@@ -228,10 +216,10 @@ class NearTie:
     best_steps: int
     gap: float  # 1 - T(chosen) / T(best)
     margin: float  # the tie margin used at this level
-    from_repeats: bool  # margin from the levels' spread (interval or repeats; else tie_margin)
+    from_repeats: bool  # margin from the repeats' CVs (else tie_margin alone)
 
     def describe(self) -> str:
-        src = "2 sigma of the levels' spread" if self.from_repeats else "tie margin"
+        src = "2 sigma from the repeats" if self.from_repeats else "tie margin"
         return (
             f"at c={self.concurrency} {self.best} and {self.chosen} are within {self.gap:.1%} "
             f"({src} {self.margin:.1%}): chose {steps_text(self.chosen_steps)}"
@@ -473,18 +461,16 @@ def export_adaptive(
     plain = ok[ok["variant"] == base]
     zero, notes = _steps_zero(ok, plain, chains)
     rows = pd.concat([zero.assign(_s=0), chains.assign(_s=chains["num_steps"])])
-    rows = rows.assign(_s=rows["_s"].astype(int), _cv=row_cv(rows), _se=row_sigma(rows))
+    rows = rows.assign(_s=rows["_s"].astype(int), _cv=row_cv(rows))
     labels = dict(zip(rows["_s"], rows["variant"], strict=False))
     table = rows.pivot_table(index="concurrency", columns="_s", values="output_throughput")
     cvs = rows.pivot_table(index="concurrency", columns="_s", values="_cv", dropna=False)
     cvs = cvs.reindex_like(table)
-    ses = rows.pivot_table(index="concurrency", columns="_s", values="_se", dropna=False)
-    ses = ses.reindex_like(table)
     usable = table[table[0].notna() & table.drop(columns=[0]).notna().any(axis=1)]
     if len(usable) < len(table):
         skipped = sorted(set(table.index) - set(usable.index))
         notes.append(f"levels {skipped} were left out: the baseline or every chain is missing")
-    table, cvs, ses = usable, cvs.loc[usable.index], ses.loc[usable.index]
+    table, cvs = usable, cvs.loc[usable.index]
     noisy, choices, ties = [], {}, []
     for c, row in table.iterrows():
         row = row.dropna()
@@ -493,7 +479,7 @@ def export_adaptive(
             spread = 2 * math.hypot(cvs.at[c, a], cvs.at[c, b])
             if spread > max_noise and 1 - row[b] / row[a] <= spread:  # inside the noise
                 noisy.append(f"c={c} ({labels[a]} vs {labels[b]}: ±{spread:.1%})")
-        choices[int(c)], tie = _choose(int(c), row, ses.loc[c], labels, tie_margin)
+        choices[int(c)], tie = _choose(int(c), row, cvs.loc[c], labels, tie_margin)
         ties += [tie] if tie else []
     if noisy:
         raise _refuse(
