@@ -11,7 +11,8 @@ exports them under one name:
     server    ServerSpec (how a server starts)
     variant   Variant (one server configuration, its stable name)
     load      LoadSpec (the load at each level)
-    sweep     StepSweep, TopkSweep, SweepConfig (the whole sweep)
+    sweep     StepSweep, TopkSweep, GridSweep, SweepConfig (the whole sweep)
+    search    SearchSpec (grid, or an adaptive search with its budget)
     plan      a sweep expanded into its variants, the rules across them
     command   the one place a variant becomes the sglang command line
     fleet     a fleet file: named GPU hosts
@@ -27,8 +28,15 @@ from specsweep.config.common import (
     check_run_id,
 )
 from specsweep.config.load import LoadSpec
+from specsweep.config.search import SearchSpec
 from specsweep.config.server import LOOPBACK_HOSTS, WILDCARD_HOSTS, ServerSpec
-from specsweep.config.sweep import PolicyVerification, StepSweep, SweepConfig, TopkSweep
+from specsweep.config.sweep import (
+    GridSweep,
+    PolicyVerification,
+    StepSweep,
+    SweepConfig,
+    TopkSweep,
+)
 from specsweep.config.targets import LocalTarget, SshTarget, Target
 from specsweep.config.variant import Variant
 
@@ -37,9 +45,11 @@ __all__ = [
     "SGLANG_MRR_DEFAULT_WITH_SPECULATION",
     "SPEC_V2_ENV",
     "WILDCARD_HOSTS",
+    "GridSweep",
     "LoadSpec",
     "LocalTarget",
     "PolicyVerification",
+    "SearchSpec",
     "ServerSpec",
     "SpecAlgorithm",
     "SshTarget",

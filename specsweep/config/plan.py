@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from specsweep.config import (
     SGLANG_MRR_DEFAULT_WITH_SPECULATION,
+    GridSweep,
     StepSweep,
     SweepConfig,
     TopkSweep,
@@ -82,6 +83,27 @@ def topk_sweep_variants(sweep: TopkSweep) -> list[Variant]:
     return variants
 
 
+def grid_sweep_variants(grid: GridSweep) -> list[Variant]:
+    """Baseline first, then every (num_steps, topk), topk-major: chains before trees."""
+    common = {
+        "algorithm": grid.algorithm,
+        "draft_model_path": grid.draft_model_path,
+        "env": grid.env,
+        "extra_args": grid.extra_args,
+    }
+    return [BASELINE] + [
+        _variant(
+            f"grid_sweep num_steps={n} topk={k}",
+            num_steps=n,
+            topk=k,
+            num_draft_tokens=grid.draft_tokens(n, k),
+            **common,
+        )
+        for k in grid.topk
+        for n in grid.num_steps
+    ]
+
+
 SweepKind = Literal["step-sweep", "topk-sweep", "matrix-sweep"]
 
 
@@ -106,11 +128,14 @@ def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> lis
             variants += step_sweep_variants(config.step_sweep)
         if config.topk_sweep is not None:
             variants += topk_sweep_variants(config.topk_sweep)
+        if config.grid_sweep is not None:
+            variants += grid_sweep_variants(config.grid_sweep)
         variants += config.variants
         variants = [v for i, v in enumerate(variants) if v not in variants[:i]]
         if not variants:
             raise ConfigError(
-                "nothing to run: add a step_sweep or topk_sweep section or a variants list"
+                "nothing to run: add a step_sweep, topk_sweep or grid_sweep section or a "
+                "variants list"
             )
     check_variant_set(config, variants)
     return variants

@@ -17,6 +17,7 @@ from specsweep.config.common import (
     _Model,
 )
 from specsweep.config.load import LoadSpec
+from specsweep.config.search import SearchSpec, search_shorthand
 from specsweep.config.server import LOOPBACK_HOSTS, ServerSpec
 from specsweep.config.targets import LocalTarget, SshTarget, Target
 from specsweep.config.variant import Variant
@@ -113,6 +114,39 @@ class TopkSweep(_Model):
         return min(self.num_steps * topk + 1, self.max_draft_tokens)
 
 
+class GridSweep(_Model):
+    """Baseline plus every (num_steps, topk) pair: the space a search explores.
+
+    num_draft_tokens follows the topk sweep's rule: a chain (topk=1) drafts num_steps+1
+    (sglang forces it); a tree drafts its full size num_steps*topk+1, capped at
+    max_draft_tokens."""
+
+    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
+    num_steps: list[PositiveInt] = Field(
+        [1, 2, 3, 4, 5, 6, 7, 8], min_length=1, description="--speculative-num-steps values."
+    )
+    topk: list[PositiveInt] = Field(
+        [1, 2, 4], min_length=1, description="--speculative-eagle-topk values."
+    )
+    max_draft_tokens: PositiveInt = Field(
+        DEFAULT_MAX_DRAFT_TOKENS, ge=2, description="Cap of a tree's num_draft_tokens."
+    )
+    env: EnvMap = Field(default_factory=dict, description="Extra environment for every variant.")
+    extra_args: ExtraArgs = Field(default_factory=list, description="Further sglang flags.")
+
+    @field_validator("num_steps", "topk")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"values repeat: {v}")
+        return sorted(v)
+
+    def draft_tokens(self, num_steps: int, topk: int) -> int | None:
+        """None for a chain (sglang's forced num_steps+1), the capped full tree otherwise."""
+        return None if topk == 1 else min(num_steps * topk + 1, self.max_draft_tokens)
+
+
 def _verify_shorthand(value: object) -> object:
     """`verify_policy: true` takes the defaults; false/null turns it off."""
     if value is True:
@@ -177,6 +211,11 @@ class SweepConfig(_Model):
     topk_sweep: TopkSweep | None = Field(
         None, description="Vary topk (the topk-sweep flow runs this section)."
     )
+    grid_sweep: GridSweep | None = Field(
+        None,
+        description="Vary num_steps and topk together (the matrix-sweep flow runs it; "
+        "with search: adaptive only what can change the answer is launched).",
+    )
     variants: list[Variant] = Field(
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
@@ -190,6 +229,15 @@ class SweepConfig(_Model):
         description="true: after the variants, export the measured answer as SGLang "
         "adaptive tiers (sglang >= 0.5.11), launch it and verify it delivers the "
         "per-level best (see docs/adaptive.md).",
+    )
+    search: Annotated[
+        SearchSpec,
+        BeforeValidator(search_shorthand),
+        SchemaAlsoAccepts({"type": "string", "enum": ["grid", "adaptive"]}),
+    ] = Field(
+        default_factory=SearchSpec,
+        description="grid: launch every variant. adaptive: launch only the variants that "
+        "can still beat the best measured at some level (see docs/search.md).",
     )
     stop_on_failure: bool = Field(
         False,

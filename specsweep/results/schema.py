@@ -10,7 +10,9 @@ import pyarrow as pa
 
 # 2: levels gained adaptive, adaptive_config, adaptive_steps_share (older files read them null).
 # 3: levels gained the 95% intervals (*_lo, *_hi), target_ci and target_ci_met (null before).
-SCHEMA_VERSION = 3
+# 4: levels may have status "skipped" (an adaptive search did not measure them, `error` says
+#    why; every metric null); runs gained search_stop; the predictions table is new.
+SCHEMA_VERSION = 4
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -127,6 +129,7 @@ RUNS_SCHEMA = pa.schema(
         pa.field("skipped_variants", pa.list_(pa.string())),  # not run: stop_on_failure
         pa.field("environment", pa.string()),  # JSON: python, platform, library versions
         pa.field("phases", pa.string()),  # JSON: variant -> phase -> seconds
+        pa.field("search_stop", pa.string()),  # search: adaptive: why it stopped launching
     ],
     metadata={"specsweep.table": "runs", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )
@@ -162,4 +165,32 @@ REQUESTS_SCHEMA = pa.schema(
         pa.field("error", pa.string()),
     ],
     metadata={"specsweep.table": "requests", "specsweep.schema_version": str(SCHEMA_VERSION)},
+)
+
+# A search's model predictions (search: adaptive), never mixed with the measured levels.
+# stage "before_launch": what the model predicted for a variant just before it was launched,
+# from the measurements made until then (kept beside the measurement: the model's error);
+# stage "final": every variant of the grid, from all the run's measurements, with whether it
+# was launched and, if not, why.
+PREDICTIONS_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int16(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("target", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),  # before_launch | final
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("num_steps", pa.int16()),
+        pa.field("topk", pa.int16()),
+        pa.field("num_draft_tokens", pa.int16()),
+        pa.field("concurrency", pa.int32(), nullable=False),
+        pa.field("predicted_output_throughput", pa.float64()),
+        pa.field("predicted_lo", pa.float64()),  # 95% prediction interval
+        pa.field("predicted_hi", pa.float64()),
+        pa.field("predicted_accept_length", pa.float64()),
+        pa.field("launched", pa.bool_()),
+        pa.field("reason", pa.string()),  # why launched / not launched (final: per variant)
+        pa.field("fit_on", pa.string()),  # JSON list: the variants whose measurements it used
+        pa.field("made_at", _UTC),
+    ],
+    metadata={"specsweep.table": "predictions", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )

@@ -6,6 +6,7 @@ Layout under the results root (readable without specsweep)::
     requests/<run_id>/<variant>__c<concurrency>@<target>.parquet   one row per request
     runs/<run_id>.parquet                                          one row
     phases/<run_id>/<variant>@<target>.json                        phase timings
+    predictions/<run_id>/<stage>[-<variant>]@<target>.parquet      a search's predictions
 
 The target (host) is part of every measurement's name: in a fleet the same
 variant and level can be measured on two hosts (a re-run after a host was
@@ -37,7 +38,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specsweep.results.location import ResultsRoot
-from specsweep.results.schema import LEVELS_SCHEMA, REQUESTS_SCHEMA, RUNS_SCHEMA
+from specsweep.results.schema import (
+    LEVELS_SCHEMA,
+    PREDICTIONS_SCHEMA,
+    REQUESTS_SCHEMA,
+    RUNS_SCHEMA,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -196,6 +202,26 @@ class ResultsStore:
         for variant, _, _ in files:
             count[variant] = count.get(variant, 0) + 1
         return {(v if count[v] == 1 or t is None else f"{v}@{t}"): phases for v, t, phases in files}
+
+    # --- a search's predictions (kept apart from every measurement) ----------------
+    def _predictions_rel(self, run_id: str, target: str, variant: str | None) -> str:
+        stage = "final" if variant is None else f"before_launch-{variant}"
+        return f"predictions/{run_id}/{stage}@{target_slug(target)}.parquet"
+
+    def has_prediction(self, run_id: str, target: str, variant: str) -> bool:
+        """A variant's before-launch prediction exists: a resumed search keeps the first."""
+        return self.location.exists(self._predictions_rel(run_id, target, variant))
+
+    def write_predictions(
+        self, run_id: str, target: str, variant: str | None, rows: list[dict[str, Any]]
+    ) -> Path | str:
+        """`variant`: its before-launch prediction; None: the search's final predictions
+        (every variant of the grid), replaced each time the search re-plans."""
+        rel = self._predictions_rel(run_id, target, variant)
+        return self.location.write(rel, _parquet_bytes(_conform(rows, PREDICTIONS_SCHEMA)))
+
+    def read_predictions(self, run_id: str) -> pd.DataFrame:
+        return _read(self.location, f"predictions/{run_id}", PREDICTIONS_SCHEMA)
 
     def run_ids(self) -> list[str]:
         return sorted(self.location.folders("levels"))
