@@ -33,7 +33,7 @@ from specsweep.config.secrets import resolve_env
 from specsweep.config.versions import check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
 from specsweep.results.phases import Phases
-from specsweep.results.rows import RunContext, level_row, request_rows
+from specsweep.results.rows import RunContext, level_row, request_rows, skipped_level_row
 from specsweep.results.store import ResultsStore
 from specsweep.targets import host_for
 from specsweep.targets.adaptive_trace import AdaptiveTrace, adaptive_initialized, fallback_reason
@@ -314,6 +314,17 @@ class VariantServer:
                 shares,
             )
             self.store.write_level(row)
+        return row
+
+    def skip_level(self, concurrency: int, reason: str) -> dict[str, Any]:
+        """Record a level the search chose not to measure (resume counts it as done, so a
+        resumed search makes the same choice)."""
+        row = skipped_level_row(
+            self.ctx, self.server, self.variant, self.load, self.facts, concurrency, reason,
+            self.command,
+        )  # fmt: skip
+        self.store.write_level(row)
+        log.info("%s at c=%d: %s", self.label, concurrency, reason)
         return row
 
     def ensure_alive(self, after: str) -> None:

@@ -6,7 +6,7 @@ import json
 import math
 import socket
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from specsweep.config import LoadSpec, ServerSpec, Variant, check_run_id
@@ -108,6 +108,49 @@ def level_row(
         "ended_at": result.ended_at,
         **result.metrics.as_dict(),
         "adaptive_steps_share": None if steps_share is None else steps_share_json(steps_share),
+    }
+
+
+def skipped_level_row(
+    ctx: RunContext,
+    server: ServerSpec,
+    variant: Variant,
+    load: LoadSpec,
+    facts: ServerFacts | None,
+    concurrency: int,
+    reason: str,
+    cmd: LaunchCommand | None = None,
+) -> dict[str, Any]:
+    """A level an adaptive search chose not to measure: what would have run and why not,
+    every metric null (no number is invented for it)."""
+    now = datetime.now(UTC)
+    gpu = {} if facts is None else {
+        "simulated": facts.simulated or server.backend == "simulator",
+        "sglang_version": facts.sglang_version,
+        "gpu_name": facts.gpu_name,
+        "gpu_count": facts.gpu_count,
+        "driver_version": facts.driver_version,
+        "gpu_host": facts.gpu_host,
+        "gpu_uuids": facts.gpu_uuids,
+    }  # fmt: skip
+    return {
+        **ctx.identity(),
+        "simulated": server.backend == "simulator",
+        **gpu,
+        **variant_columns(server, variant, cmd),
+        "concurrency": concurrency,
+        "input_len": load.input_len,
+        "output_len": load.output_len,
+        "num_requests": 0,
+        "warmup_requests": 0,
+        "seed": load.seed,
+        "target_ci": load.target_ci,
+        "started_at": now,
+        "ended_at": now,
+        "completed": 0,
+        "failed": 0,
+        "status": "skipped",
+        "error": reason,
     }
 
 

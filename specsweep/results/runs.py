@@ -90,6 +90,7 @@ def run_row(
     status: str | None = None,
     phases: dict[str, dict[str, float]] | None = None,
     skipped: list[str] | None = None,
+    search_stop: str | None = None,
 ) -> dict[str, Any]:
     """errors: the failed variants, each with the first line of its error.
 
@@ -111,4 +112,5 @@ def run_row(
         "skipped_variants": list(skipped or []),
         "environment": json.dumps(environment(), sort_keys=True),
         "phases": json.dumps(phases or {}, sort_keys=True),
+        "search_stop": search_stop,
     }
