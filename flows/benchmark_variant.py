@@ -15,6 +15,7 @@ from specsweep.errors import ServerDiedError
 from specsweep.pipeline import VariantServer
 from specsweep.results.rows import RunContext
 from tasks.benchmark import benchmark_level
+from tasks.search import level_skip, skip_level
 from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
 
 
@@ -54,18 +55,24 @@ def benchmark_variant(
     use_prefect_secrets()
     server = VariantServer.for_variant(config, variant, ctx)
     todo = server.levels_to_measure()
+    rows: list[dict[str, Any]] = []
+    # a resumed search: levels its rule already skipped need no server
+    while todo and (reason := level_skip(config, server, todo[0])) is not None:
+        rows.append(skip_level(server, todo.pop(0), reason))
     if not todo:
         get_run_logger().info(
             "%s: every level already measured on %s in run %s",
             variant.label, ctx.target, ctx.run_id,
         )  # fmt: skip
-        return []
-    rows: list[dict[str, Any]] = []
+        return rows
     # The target lock spans kill-stale .. teardown: no other flow touches these GPUs meanwhile.
     with target_lock(config), server:
         try:
             start(server, config.server.start_attempts, force)
             for concurrency in todo:
+                if (reason := level_skip(config, server, concurrency)) is not None:
+                    rows.append(skip_level(server, concurrency, reason))
+                    continue
                 row = benchmark_level(server, concurrency)
                 rows.append(row)
                 if row["status"] != "ok":

@@ -1,7 +1,8 @@
 """One sweep spread over a fleet of GPU hosts, placed by Prefect.
 
 `fleet_sweep` submits every variant as its own `fleet-variant` flow run into the
-fleet's work pool (`run_deployment`, all at once). Each host runs a worker with
+fleet's work pool (`run_deployment`, all at once; with `search: adaptive`, one per host
+at a time, as the search chooses, each time a host frees up). Each host runs a worker with
 a limit of one flow run, so Prefect hands the next variant to whichever host is
 free; the host's global concurrency limit is held for its server's whole life,
 so no two servers ever share a host's GPUs. specsweep schedules nothing itself:
@@ -36,6 +37,7 @@ from specsweep.config import SweepConfig
 from specsweep.config.fleet import Fleet, worker_name
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
+from tasks.search import plan_next_launch
 
 
 def _host_of(run: FlowRun) -> str:
@@ -158,11 +160,31 @@ def fleet_sweep(
             "started: `specsweep fleet worker --host NAME`); their share goes to %s",
             ", ".join(missing), ", ".join(online) or "whichever host starts a worker",
         )  # fmt: skip
-    for label in by_label:
-        submit(label)
+    tried: set[str] = set()
+    search_stop: str | None = None
+
+    def fill() -> None:
+        """search: adaptive: hand out what the planner chooses, one per host, as hosts free
+        up (the planner sees the variants in flight and waits for them before it stops)."""
+        nonlocal search_stop
+        while len(pending) < (len(online) or len(fleet.hosts)):
+            move = plan_next_launch(
+                config, variants, ctx.run_id, fleet.name, tried, set(pending.values())
+            )
+            if move.launch is None:
+                search_stop = move.why if move.done else None
+                return
+            tried.add(move.launch.label)
+            submit(move.launch.label)
+
+    if config.search.adaptive:
+        fill()
+    else:
+        for label in by_label:
+            submit(label)
     logger.info(
         "submitted %d variants to pool %s (hosts online: %s)",
-        len(by_label), fleet.pool, ", ".join(online) or "none yet",
+        len(pending), fleet.pool, ", ".join(online) or "none yet",
     )  # fmt: skip
     with get_client(sync_client=True) as client:
         while pending:
@@ -188,4 +210,8 @@ def fleet_sweep(
                 else:
                     errors[label] = f"{run.state.name} on {_host_of(run)}: {why}"
                     logger.error("variant %s failed: %s", label, errors[label])
-    return finish_run(config, ctx, variants, errors, started, KIND, publish)
+            if config.search.adaptive and not (errors and config.stop_on_failure):
+                fill()
+    return finish_run(
+        config, ctx, variants, errors, started, KIND, publish, search_stop=search_stop
+    )

@@ -7,6 +7,7 @@ reporting and the summary artifact behave identically.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -18,6 +19,7 @@ from specsweep.config import SweepConfig, Variant
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
 from tasks.policy import export_policy, steps_zero_reference
+from tasks.search import plan_next_launch
 from tasks.server import check_sglang_version
 
 
@@ -48,7 +50,11 @@ def run_sweep(
                 errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
                 logger.error("variant %s failed: %s", variant.label, errors[variant.label])
 
-    measure(variants)
+    search_stop = None
+    if config.search.adaptive:
+        search_stop = search(config, variants, ctx.run_id, ctx.target, measure, errors)
+    else:
+        measure(variants)
     if config.verify_policy is not None and not (errors and config.stop_on_failure):
         # the engine's steps 0, then the run's answer as SGLang adaptive tiers (exported with
         # it as steps 0), launched and measured like any variant
@@ -59,7 +65,28 @@ def run_sweep(
         variants = [*variants, *zero, *extra]
     if skipped:
         logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
-    return finish_run(config, ctx, variants, errors, started, kind, publish, skipped)
+    return finish_run(config, ctx, variants, errors, started, kind, publish, skipped, search_stop)
+
+
+def search(
+    config: SweepConfig,
+    candidates: list[Variant],
+    run_id: str,
+    target: str,
+    measure: Callable[[list[Variant]], None],
+    errors: dict[str, str],
+) -> str:
+    """search: adaptive: launch one variant at a time, as the planner chooses from what the
+    run has stored, until it stops; returns why it stopped (the runs row keeps it)."""
+    tried: set[str] = set()
+    while True:
+        if errors and config.stop_on_failure:
+            return "stopped: a variant failed (stop_on_failure)"
+        move = plan_next_launch(config, candidates, run_id, target, tried)
+        if move.launch is None:
+            return move.why
+        tried.add(move.launch.label)
+        measure([move.launch])
 
 
 def _run_name() -> str:

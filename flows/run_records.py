@@ -74,6 +74,7 @@ def finish_run(
     kind: str,
     publish: bool,
     skipped: list[str] | None = None,
+    search_stop: str | None = None,
 ) -> dict[str, Any]:
     """Write the final runs row, the summary artifact and the answer; raise SweepFailed
     naming the failed variants (their measured levels are kept)."""
@@ -81,7 +82,14 @@ def finish_run(
     store = ResultsStore(config.results_dir)
     run_id = ctx.run_id
     row = run_row(
-        config, ctx, variants, errors, started, phases=store.read_phases(run_id), skipped=skipped
+        config,
+        ctx,
+        variants,
+        errors,
+        started,
+        phases=store.read_phases(run_id),
+        skipped=skipped,
+        search_stop=search_stop,
     )
     store.write_run(row)
     levels = store.read_levels(run_id)

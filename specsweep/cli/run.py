@@ -23,6 +23,7 @@ from specsweep.cli.common import (
 from specsweep.cli.sweep_runner import run_sweep_now
 from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
+from specsweep.search.seeds import search_plan_text
 
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 
@@ -84,6 +85,8 @@ def plan(
     levels = ", ".join(f"c={c} ({cfg.load.num_requests(c)} req)" for c in cfg.load.concurrency)
     console.print(f"levels: {levels}")
     console.print(f"{len(variants)} variants x {len(cfg.load.concurrency)} levels")
+    if cfg.search.adaptive:
+        console.print(search_plan_text(cfg.search, variants))
 
 
 def summary(
