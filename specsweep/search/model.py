@@ -48,7 +48,9 @@ Acceptance
     ``[0, 1]`` (``g`` in ``[1, w]``: a tree is at least a chain and at most ``w``
     independent tries); a tree whose ``n - 1 < s*k`` cannot fill every level, so its
     effective width is ``w = clip((n-1)/s, 1, k)`` (the simulator's approximation).
-    ``gamma_k`` is profiled per measured top-k; an unmeasured top-k spans ``[0, 1]``.
+    ``gamma_k`` is profiled per measured top-k (grid of 0.04, refined to 0.005 on the
+    region); a width that top-k was not measured at also spans ``gamma_k +- 0.05`` (the
+    power law in ``w`` is an assumption); an unmeasured top-k spans ``[0, 1]``.
 
     Data: a variant's mean accept length (sum tokens / sum verify steps over its ok levels,
     standard error from the spread over levels, floored at 1%). When its streamed chunks
@@ -77,8 +79,11 @@ Prediction at level ``C``
 
 What it does not cover (``predict`` returns ``None``): adaptive and NGRAM variants, a
 different algorithm, draft model or spec-v2 setting than the measured speculative
-variants, other extra_args/env (their ``settings_suffix``), levels without an ok baseline
-row, and any speculative variant before one was measured.
+variants (when several such groups were measured, the one with most variants is fitted),
+other extra_args/env (the labels' ``settings_suffix``; for named variants the stored
+settings must be the baseline's plus the variant's own), levels without an ok baseline
+row, and any speculative variant before one was measured. One row per (variant, level)
+is assumed: with several load shapes per level, filter to one shape before fitting.
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ import numpy as np
 import pandas as pd
 
 from specsweep.config import Variant
+from specsweep.config.redact import is_secret_name, redact_args
 
 _SUFFIX = re.compile(r"-x([0-9a-f]{6})$")
 _SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
@@ -105,7 +111,7 @@ _COST_PRIOR = 0.08  # the same with fewer than three variants to measure it on
 _ACC_FLOOR = 0.02
 _EXTRAP_B = 0.05  # per doubling of B beyond the measured speculative batches
 _EXTRAP_DEPTH = 0.03  # per draft position beyond the deepest measured
-_GAMMAS = np.linspace(0.0, 1.0, 51)
+_GAMMAS = np.linspace(0.0, 1.0, 26)
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,7 @@ class _Acc:
     p: np.ndarray
     r: np.ndarray
     gammas: dict[int, np.ndarray] = field(default_factory=dict)
+    widths: dict[int, tuple[float, ...]] = field(default_factory=dict)
     best: int = 0
     source: str = "means"
     max_depth: int = 0
@@ -164,14 +171,15 @@ def _width(steps: int, topk: int, ndraft: int) -> float:
 
 
 def _survival(p: np.ndarray, r: np.ndarray, g: np.ndarray | float, depth: int) -> np.ndarray:
-    """P(L >= i+1), i = 1..depth; p, r of shape (G,), g scalar or (H,) -> (G, [H,] depth)."""
+    """P(L >= i+1), i = 1..depth; p, r (G,), g scalar, (H,) or (G, H) -> (G, [H,] depth)."""
     j = np.arange(depth)
     q1 = np.minimum(p[:, None] * r[:, None] ** j, 1.0)  # (G, D)
     if np.ndim(g) == 0:
         q = 1.0 - (1.0 - q1) ** float(g)
         return np.cumprod(q, axis=-1)
     ga = np.asarray(g)
-    q = 1.0 - (1.0 - q1[:, None, :]) ** ga[None, :, None]
+    ga = ga[:, :, None] if ga.ndim == 2 else ga[None, :, None]  # per point or shared
+    q = 1.0 - (1.0 - q1[:, None, :]) ** ga
     return np.cumprod(q, axis=-1)
 
 
@@ -196,13 +204,24 @@ def _acc_chi2(
         chi += _obs_chi2(obs, _survival(p, r, 1.0, obs.depth))
     best: dict[int, np.ndarray] = {}
     for k, group in trees.items():
-        part = np.zeros((p.shape[0], gammas.size))
-        for obs in group:
-            part += _obs_chi2(obs, _survival(p, r, obs.width**gammas, obs.depth))
+        part = _tree_chi2(p, r, group, gammas)
         idx = part.argmin(axis=1)
         chi += part[np.arange(p.shape[0]), idx]
         best[k] = gammas[idx]
     return chi, best
+
+
+def _tree_chi2(
+    p: np.ndarray, r: np.ndarray, group: list[_AccObs], gammas: np.ndarray
+) -> np.ndarray:
+    """chi2 of one top-k's trees at each (p, r) and gamma: (G, H); gammas (H,) or (G, H)."""
+    part = np.zeros((p.shape[0], gammas.shape[-1]))
+    for width in sorted({o.width for o in group}):
+        same = [o for o in group if o.width == width]
+        surv = _survival(p, r, width**gammas, max(o.depth for o in same))
+        for obs in same:
+            part += _obs_chi2(obs, surv[..., : obs.depth])
+    return part
 
 
 def _fit_acceptance(chains: list[_AccObs], trees: dict[int, list[_AccObs]]) -> _Acc | None:
@@ -215,7 +234,7 @@ def _fit_acceptance(chains: list[_AccObs], trees: dict[int, list[_AccObs]]) -> _
     dof = max(n_obs - 2 - len(trees), 0)
     coarse = np.linspace(0.02, 1.0, 50)
     pp, rr = (a.ravel() for a in np.meshgrid(coarse, coarse, indexing="ij"))
-    chi, _ = _acc_chi2(pp, rr, chains, trees, _GAMMAS[::2])
+    chi, _ = _acc_chi2(pp, rr, chains, trees, _GAMMAS)
     lo = chi.min()
     delta = 5.99 * max(1.0, lo / dof if dof else 1.0)
     inside = chi <= lo + delta + 9.0  # generous box for the fine grid
@@ -236,10 +255,16 @@ def _fit_acceptance(chains: list[_AccObs], trees: dict[int, list[_AccObs]]) -> _
     best_global = int(np.argmin(chi))
     if best_global not in keep:
         keep = np.unique(np.append(keep, best_global))
+    gammas = {}
+    for k, group in trees.items():  # refine gamma around the grid's best, region points only
+        local = np.clip(gam[k][keep][:, None] + np.linspace(-0.04, 0.04, 17)[None, :], 0, 1)
+        part = _tree_chi2(pp[keep], rr[keep], group, local)
+        gammas[k] = local[np.arange(keep.size), part.argmin(axis=1)]
     acc = _Acc(
         p=pp[keep],
         r=rr[keep],
-        gammas={k: g[keep] for k, g in gam.items()},
+        gammas=gammas,
+        widths={k: tuple(sorted({o.width for o in g})) for k, g in trees.items()},
         best=int(np.flatnonzero(keep == best_global)[0]),
         chi2_min=lo,
         dof=dof,
@@ -363,13 +388,22 @@ def _fit_cost(pts: pd.DataFrame) -> _Cost:
 
 
 def _settings_key(row: pd.Series) -> tuple[str, str]:
+    """(extra_args, env) as stored, without the spec-v2 switch (the group says that)."""
+    args, env = _settings(row)
+    return json.dumps(args), json.dumps(env, sort_keys=True)
+
+
+def _settings(row: pd.Series) -> tuple[list[str], dict[str, str]]:
+    """A level row's extra_args and non-secret env (without the spec-v2 switch)."""
     try:
+        args = json.loads(row.get("extra_args") or "[]")
         env = json.loads(row.get("env") or "{}")
     except (TypeError, ValueError):
-        env = {}
-    if isinstance(env, dict):
-        env.pop(_SPEC_V2_ENV, None)
-    return str(row.get("extra_args") or "[]"), json.dumps(env, sort_keys=True)
+        args, env = [], {}
+    args = [str(a) for a in args] if isinstance(args, list) else []
+    env = env if isinstance(env, dict) else {}
+    env = {str(k): str(v) for k, v in env.items() if k != _SPEC_V2_ENV and not is_secret_name(k)}
+    return args, env
 
 
 def _mode(values: pd.Series) -> Any:
@@ -396,6 +430,7 @@ class SpecModel:
         self._max_b = 0.0
         self._mrr: int | None = None
         self._measured: dict[str, Any] = {}
+        self._settings_pair: tuple[Any, Any] = (([], {}), ([], {}))
 
     # -- fit ----------------------------------------------------------------------------
     @classmethod
@@ -407,9 +442,8 @@ class SpecModel:
         ok = levels[levels["status"] == "ok"].copy()
         ok = ok[ok["output_throughput"].map(_isnum) & (ok["output_throughput"] > 0)]
         model._fit_baseline(ok)
-        if not model._base:
-            return model
-        model._fit_spec(ok, requests)
+        if model._tb_b.size:
+            model._fit_spec(ok, requests)
         used = [model._baseline_label] if model._baseline_label else []
         used += list(model._measured.get("labels", ()))
         model.fit_on = tuple(sorted(set(used)))
@@ -432,12 +466,11 @@ class SpecModel:
             lo = float(lo) if _isnum(lo) else thr * (1 - _BASE_REL)
             hi = float(hi) if _isnum(hi) else thr * (1 + _BASE_REL)
             rate = row.get("decode_tok_s_per_stream")
-            if not _isnum(rate) or rate <= 0:
-                continue
+            step = 1000.0 / float(rate) if _isnum(rate) and rate > 0 else math.nan
             c = int(row["concurrency"])
             b = self._batch(c, row.get("max_running_requests"))
-            self._base[c] = _BaseLevel(thr, min(lo, thr), max(hi, thr), b, 1000.0 / float(rate))
-        pts = sorted({(v.batch, v.step_ms) for v in self._base.values()})
+            self._base[c] = _BaseLevel(thr, min(lo, thr), max(hi, thr), b, step)
+        pts = sorted({(v.batch, v.step_ms) for v in self._base.values() if v.step_ms > 0})
         by_b: dict[float, list[float]] = {}
         for b, t in pts:
             by_b.setdefault(b, []).append(t)
@@ -488,16 +521,25 @@ class SpecModel:
         self._fit_cost_points(spec)
 
     def _group_suffix(self, spec: pd.DataFrame, ok: pd.DataFrame) -> str | None:
-        """The measured variants' settings_suffix (extra_args/env), None if unknowable."""
+        """The measured variants' settings_suffix (extra_args/env) when their labels carry
+        it or they have the baseline's settings; None: compare the stored settings."""
         found = {m.group(0) for lab in spec["variant"].unique() if (m := _SUFFIX.search(lab))}
+        base = ok[ok["is_baseline"].astype(bool) & (ok["variant"] == self._baseline_label)]
+        self._settings_pair = (_settings(spec.iloc[0]), _settings(base.iloc[0]))
         if len(found) == 1:
             return found.pop()
-        if found:
-            return None
-        base = ok[ok["is_baseline"].astype(bool) & (ok["variant"] == self._baseline_label)]
-        if base.empty or _settings_key(spec.iloc[0]) == _settings_key(base.iloc[0]):
+        if not found and _settings_key(spec.iloc[0]) == _settings_key(base.iloc[0]):
             return ""
         return None
+
+    def _same_settings(self, variant: Variant) -> bool:
+        """Named variants (no suffix in the label): the stored settings of the measured ones
+        must be the baseline's (the server's) plus this variant's own."""
+        (args, env), (base_args, base_env) = self._settings_pair
+        if args != [*base_args, *redact_args(variant.extra_args)]:
+            return False
+        own = {k: v for k, v in variant.named_env.items() if not is_secret_name(k)}
+        return env == {**base_env, **own}
 
     def _fit_accept(self, spec: pd.DataFrame, requests: pd.DataFrame | None) -> None:
         chains: list[_AccObs] = []
@@ -615,7 +657,10 @@ class SpecModel:
         if bool(variant.uses_spec_v2) != bool(g["spec_v2"]):
             return False
         suffix = g["settings_suffix"]
-        if suffix is None or variant.settings_suffix != suffix:
+        if suffix is None:
+            if not self._same_settings(variant):
+                return False
+        elif variant.settings_suffix != suffix:
             return False
         return variant.resolved_num_steps is not None and variant.resolved_num_steps >= 1
 
@@ -631,8 +676,13 @@ class SpecModel:
             alphas = 1.0 + _survival(acc.p, acc.r, 1.0, depth).sum(axis=-1)
             return alphas, float(alphas[acc.best])
         if topk in acc.gammas:
-            g = w ** acc.gammas[topk]
+            gam = acc.gammas[topk]
+            if not any(abs(w - m) < 1e-9 for m in acc.widths.get(topk, ())):
+                # a width this top-k was not measured at: the power law is an assumption
+                gam = np.concatenate([gam, np.clip(gam - 0.05, 0, 1), np.clip(gam + 0.05, 0, 1)])
+            g = w**gam
             q1 = np.minimum(acc.p[:, None] * acc.r[:, None] ** np.arange(depth), 1.0)
+            q1 = np.tile(q1, (gam.size // acc.p.size, 1))  # the first block: the fit's gamma
             surv = np.cumprod(1.0 - (1.0 - q1) ** g[:, None], axis=-1)
             alphas = 1.0 + surv.sum(axis=-1)
             return alphas, float(alphas[acc.best])
@@ -649,6 +699,7 @@ class SpecModel:
             return Predicted(base.thr, base.lo, base.hi, 1.0)
         if not self._covers(variant) or self._cost is None or self._acc is None:
             return None
+        base_step = base.step_ms if base.step_ms > 0 else self._tb(base.batch)
         s = int(variant.resolved_num_steps or 0)
         k = int(variant.resolved_topk or 1)
         n = int(variant.resolved_num_draft_tokens or s + 1)
@@ -659,7 +710,7 @@ class SpecModel:
         x = _features(s, k, n, b, self._cost.knee)
         excess = self._cost.vertices @ x
         ex_c = float(excess.mean())
-        rate_b = base.batch / base.step_ms
+        rate_b = base.batch / base_step
 
         def thr(alpha: float, ex: float) -> float:
             return base.thr * (b * alpha / (tb + max(ex, 0.0))) / rate_b

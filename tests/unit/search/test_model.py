@@ -328,3 +328,18 @@ def test_thin_data_does_not_raise() -> None:
     model = SpecModel.fit(one)
     pred = model.predict(variant(4), 32)
     assert pred is not None and math.isfinite(pred.hi) and pred.lo < pred.value < pred.hi
+
+
+def test_named_variants_are_matched_on_their_stored_settings() -> None:
+    """Without a settings suffix in the labels, the stored extra_args/env decide."""
+    args = ["--cuda-graph-max-bs", "64"]
+    measured = [variant(1, name="short", extra_args=args), variant(3, name="long", extra_args=args)]
+    levels = synthetic(measured)
+    spec = ~levels["is_baseline"]
+    levels.loc[spec, "extra_args"] = json.dumps(["--mem-fraction-static", "0.8", *args])
+    levels.loc[~spec, "extra_args"] = json.dumps(["--mem-fraction-static", "0.8"])
+    model = SpecModel.fit(levels)
+    assert model.fit_on == ("baseline", "long", "short")
+    assert model.predict(variant(2, name="mid", extra_args=args), 4) is not None
+    assert model.predict(variant(2, name="mid"), 4) is None
+    assert model.predict(variant(2, extra_args=args, env={"X": "1"}), 4) is None
