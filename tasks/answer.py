@@ -29,8 +29,10 @@ from specsweep.report.render import (
     headline,
     level_records,
     report_link,
+    search_records,
     write_report,
 )
+from specsweep.report.search import search_lines
 from specsweep.results.location import local_path
 from specsweep.results.store import ResultsStore
 
@@ -38,6 +40,7 @@ from specsweep.results.store import ResultsStore
 RESULTS_KEY = "specsweep-results"
 ANSWER_KEY = "specsweep-answer"
 REPORT_KEY = "specsweep-report"
+SEARCH_KEY = "specsweep-search"  # only for a run with an adaptive search
 
 
 @task(name="publish-answer", cache_policy=NO_CACHE)
@@ -61,7 +64,8 @@ def publish_answer(
         report_base_url: URL at which results_dir is served, to link the report over HTTP.
 
     Returns: run_id, policy (the one-line answer), adaptive (the verification verdicts
-    and the adaptive export, lines), pivots (variant -> description, with its 95% range or
+    and the adaptive export, lines), search (the adaptive search's lines, empty without
+    one; every predicted number says so), pivots (variant -> description, with its 95% range or
     the bracket it is inconclusive in),
     report_html and report_markdown paths, and the artifact keys.
     """
@@ -79,13 +83,25 @@ def publish_answer(
     create_markdown_artifact(
         answer_markdown(answer, files.html), key=ANSWER_KEY, description=f"run {run_id}: {line}"
     )
+    search = search_lines(answer.search)
+    keys = [RESULTS_KEY, ANSWER_KEY, REPORT_KEY]
+    if search:
+        create_table_artifact(
+            search_records(answer),
+            key=SEARCH_KEY,
+            description=f"run {run_id}: the adaptive search, one row per variant of the grid: "
+            "launched ones with how the model's before-launch prediction held, the others "
+            "with their predicted (not measured) best ratio to the measured best and why "
+            "they were not launched. " + " ".join(search),
+        )
+        keys.append(SEARCH_KEY)
     create_link_artifact(
         report_link(files.html, results_dir, report_base_url),
         link_text=f"specsweep report for run {run_id} ({files.html})",
         key=REPORT_KEY,
         description=f"run {run_id}: plots and tables, one self-contained HTML file",
     )
-    logger.info("%s\nreport: %s", "\n".join([line, *adaptive]), files.html)
+    logger.info("%s\nreport: %s", "\n".join([line, *adaptive, *search]), files.html)
     if report_dir is None and local_path(results_dir) is None:
         logger.info(
             "results_dir %s is not on this machine: the report is written here, in %s "
@@ -97,8 +113,9 @@ def publish_answer(
         "run_id": run_id,
         "policy": line,
         "adaptive": adaptive,
+        "search": search,
         "pivots": {v: pivot_line(p) for v, p in answer.pivots.items()},
         "report_html": str(files.html),
         "report_markdown": str(files.markdown),
-        "artifacts": [RESULTS_KEY, ANSWER_KEY, REPORT_KEY],
+        "artifacts": keys,
     }

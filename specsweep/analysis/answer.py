@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,7 @@ from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
 from specsweep.errors import PolicyExportRefused
+from specsweep.results.schema import PREDICTIONS_SCHEMA
 from specsweep.results.store import ResultsStore
 
 # Per-variant columns of the run's environment, in the order the report lists them.
@@ -57,6 +59,212 @@ RUN_FACTS = [
     "seed",
 ]
 
+SKIPPED = "skipped"  # a level an adaptive search chose not to measure: neither ok nor failed
+_SKIP_PREFIX = "skipped: "
+_PARAMS = ["num_steps", "topk", "num_draft_tokens"]
+
+
+def empty_predictions() -> pd.DataFrame:
+    """The predictions table of a run without a search: no rows, every column."""
+    return PREDICTIONS_SCHEMA.empty_table().to_pandas()
+
+
+def failed_rows(levels: pd.DataFrame) -> pd.DataFrame:
+    """Levels that were tried and failed: neither ok nor skipped by a search."""
+    bad = ~levels["status"].isin(["ok", SKIPPED])
+    return levels.loc[bad, ["variant", "concurrency", "error"]].reset_index(drop=True)
+
+
+def skipped_rows(levels: pd.DataFrame) -> pd.DataFrame:
+    """Levels a search did not measure: variant, concurrency, reason (its `error`, without
+    the leading "skipped: " every view adds back in its own words)."""
+    rows = levels[levels["status"] == SKIPPED]
+    reasons = rows["error"].fillna("").astype(str).str.removeprefix(_SKIP_PREFIX)
+    return (
+        pd.DataFrame(
+            {
+                "variant": rows["variant"].to_numpy(),
+                "concurrency": rows["concurrency"].to_numpy(),
+                "reason": reasons.to_numpy(),
+            }
+        )
+        .sort_values(["variant", "concurrency"])
+        .reset_index(drop=True)
+    )
+
+
+def _bool(series: pd.Series) -> pd.Series:
+    return series.astype("boolean").fillna(False).astype(bool)
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """What an adaptive search did and predicted, kept beside the measured answer and
+    never mixed into it: every number here that is not in `levels` is a prediction.
+
+    Built from the run's predictions table, its runs row's `search_stop` and its level rows;
+    `present` is False for a run without a search, so no view shows an empty section.
+    """
+
+    predictions: pd.DataFrame  # PREDICTIONS_SCHEMA rows of the run (empty without a search)
+    stop: str | None  # why the search stopped launching (runs.search_stop)
+    levels: pd.DataFrame  # the answer's rows (answer_rows), every status
+    best: pd.DataFrame  # best_per_level of the measured rows
+    stored: pd.DataFrame | None = None  # every target's rows (prediction check per target)
+
+    @property
+    def present(self) -> bool:
+        return (
+            bool(len(self.predictions))
+            or self.stop is not None
+            or bool((self.levels["status"] == SKIPPED).any() if len(self.levels) else False)
+        )
+
+    @property
+    def skipped_levels(self) -> pd.DataFrame:
+        return skipped_rows(self.levels)
+
+    def _stage(self, stage: str) -> pd.DataFrame:
+        p = self.predictions
+        return p[p["stage"] == stage] if len(p) else p
+
+    def final(self) -> pd.DataFrame:
+        """The final predictions, one row per (variant, concurrency): the latest made, when
+        several targets each wrote theirs."""
+        rows = self._stage("final")
+        if rows.empty:
+            return rows
+        rows = rows.sort_values("made_at", na_position="first", kind="stable")
+        return rows.drop_duplicates(["variant", "concurrency"], keep="last").reset_index(drop=True)
+
+    def _measured_variants(self) -> set[str]:
+        return set(self.levels["variant"]) if len(self.levels) else set()
+
+    def grid_variants(self) -> list[str]:
+        """Every variant the search chose among (final predictions and the launched ones)."""
+        final = self.final()
+        names = set(final["variant"]) | self._measured_variants()
+        names |= set(self._stage("before_launch")["variant"]) if len(self.predictions) else set()
+        return sorted(names)
+
+    def launched_variants(self) -> list[str]:
+        """Launched: measured (any status) or marked launched in the final predictions."""
+        final = self.final()
+        marked = set(final.loc[_bool(final["launched"]), "variant"]) if len(final) else set()
+        return sorted(marked | self._measured_variants())
+
+    def _best_measured(self) -> pd.Series:
+        if self.best.empty or "best_throughput" not in self.best.columns:
+            return pd.Series(dtype=float)
+        return self.best.set_index("concurrency")["best_throughput"].astype(float)
+
+    def not_launched_predictions(self) -> pd.DataFrame:
+        """Final predictions of the variants not launched, each level with `ratio` and
+        `ratio_hi`: predicted (and its upper bound) over the measured best there."""
+        final = self.final()
+        if final.empty:
+            return final.assign(ratio=pd.Series(dtype=float), ratio_hi=pd.Series(dtype=float))
+        launched = set(self.launched_variants())
+        rows = final[~final["variant"].isin(launched)].copy()
+        best = rows["concurrency"].map(self._best_measured())
+        rows["ratio"] = rows["predicted_output_throughput"] / best
+        rows["ratio_hi"] = rows["predicted_hi"] / best
+        return rows.sort_values(["variant", "concurrency"]).reset_index(drop=True)
+
+    def not_launched(self) -> pd.DataFrame:
+        """One row per variant not launched, closest to the measured best first: variant,
+        num_steps, topk, num_draft_tokens, best_ratio and best_at (its highest predicted
+        throughput over the measured best, and where), upper_ratio and upper_at (the same
+        for its 95% upper bound), reason (why the search did not launch it)."""
+        cols = ["variant", *_PARAMS, "best_ratio", "best_at", "upper_ratio", "upper_at", "reason"]
+        rows = self.not_launched_predictions()
+        if rows.empty:
+            return pd.DataFrame(columns=cols)
+        out = []
+        for variant, group in rows.groupby("variant", sort=False):
+            rec: dict[str, Any] = {"variant": variant}
+            first = group.iloc[0]
+            rec.update({p: first[p] for p in _PARAMS})
+            for key, col in (("best", "ratio"), ("upper", "ratio_hi")):
+                known = group[group[col].notna()]
+                top = known.loc[known[col].idxmax()] if len(known) else None
+                rec[f"{key}_ratio"] = float(top[col]) if top is not None else float("nan")
+                rec[f"{key}_at"] = int(top["concurrency"]) if top is not None else None
+            reasons = group["reason"].dropna()
+            rec["reason"] = str(reasons.iloc[0]) if len(reasons) else None
+            out.append(rec)
+        frame = pd.DataFrame(out, columns=cols)
+        return frame.sort_values(
+            ["best_ratio", "variant"], ascending=[False, True], na_position="last"
+        ).reset_index(drop=True)
+
+    def prediction_check(self) -> pd.DataFrame:
+        """Each launched variant's before-launch prediction beside what was then measured:
+        variant, target, concurrency, predicted, predicted_lo, predicted_hi, measured
+        (output_throughput of an ok level, else NaN), status (ok, skipped, failed, or
+        "not measured"), error (predicted / measured - 1: positive when the model
+        over-predicted) and inside (the measurement fell in the 95% interval; None when
+        there is no measurement). In launch order (when the prediction was made)."""
+        cols = ["variant", "target", "concurrency", "predicted", "predicted_lo", "predicted_hi",
+                "measured", "status", "error", "inside"]  # fmt: skip
+        rows = self._stage("before_launch")
+        if rows.empty:
+            return pd.DataFrame(columns=cols)
+        rows = rows.sort_values("made_at", na_position="last", kind="stable")
+        rows = rows.drop_duplicates(["variant", "target", "concurrency"], keep="first")
+        source = self.stored if self.stored is not None else self.levels
+        measured = source[["variant", "target", "concurrency", "status", "output_throughput"]]
+        measured = measured.drop_duplicates(["variant", "target", "concurrency"], keep="last")
+        merged = rows.merge(measured, on=["variant", "target", "concurrency"], how="left")
+        ok = merged["status"].eq("ok")
+        value = merged["output_throughput"].where(ok).astype(float)
+        predicted = merged["predicted_output_throughput"].astype(float)
+        lo, hi = merged["predicted_lo"].astype(float), merged["predicted_hi"].astype(float)
+        inside = [
+            None if pd.isna(m) or pd.isna(a) or pd.isna(b) else bool(a <= m <= b)
+            for m, a, b in zip(value, lo, hi, strict=True)
+        ]
+        order = {v: i for i, v in enumerate(dict.fromkeys(merged["variant"]))}
+        out = pd.DataFrame(
+            {
+                "variant": merged["variant"],
+                "target": merged["target"],
+                "concurrency": merged["concurrency"].astype(int),
+                "predicted": predicted,
+                "predicted_lo": lo,
+                "predicted_hi": hi,
+                "measured": value,
+                "status": merged["status"].fillna("not measured"),
+                "error": predicted / value - 1.0,
+                "inside": pd.Series(inside, dtype=object),
+            }
+        )
+        out["_o"] = out["variant"].map(order)
+        out = out.sort_values(["_o", "target", "concurrency"])
+        return out[cols].reset_index(drop=True)
+
+    def check_summary(self) -> tuple[int, int, float]:
+        """(levels measured after a prediction, of them inside its 95% interval, the median
+        absolute error); (0, 0, NaN) when none."""
+        check = self.prediction_check()
+        done = check[check["measured"].notna() & check["predicted"].notna()]
+        if done.empty:
+            return 0, 0, float("nan")
+        inside = int(sum(bool(x) for x in done["inside"] if x is not None))
+        return len(done), inside, float(done["error"].abs().median())
+
+
+def search_view(
+    levels: pd.DataFrame,
+    best: pd.DataFrame,
+    predictions: pd.DataFrame | None = None,
+    stop: str | None = None,
+    stored: pd.DataFrame | None = None,
+) -> SearchView:
+    """A SearchView of these rows (predictions None: none stored)."""
+    preds = empty_predictions() if predictions is None else predictions
+    return SearchView(preds, stop, levels, best, stored)
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -80,6 +288,30 @@ class Answer:
     export: TierExport | None = None  # the measured answer as sglang adaptive tiers
     export_refused: str | None = None  # why there is no export (None when there is one)
     verifications: tuple[Verification, ...] = ()  # each custom-tier adaptive variant, judged
+    # A search's predictions (PREDICTIONS_SCHEMA; empty without a search): never in the
+    # tables above, which are measured only; `search` shows them apart.
+    predictions: pd.DataFrame = field(default_factory=empty_predictions)
+    search_stop: str | None = None  # runs.search_stop: why the search stopped launching
+
+    @cached_property
+    def search(self) -> SearchView:
+        """The search's outcome beside the answer (`.present` False without a search)."""
+        return SearchView(self.predictions, self.search_stop, self.levels, self.best, self.stored)
+
+    @property
+    def has_search(self) -> bool:
+        return self.search.present
+
+    @property
+    def skipped_levels(self) -> pd.DataFrame:
+        """variant, concurrency, reason: levels the search chose not to measure."""
+        return skipped_rows(self.levels)
+
+    def not_launched(self) -> pd.DataFrame:
+        return self.search.not_launched()
+
+    def prediction_check(self) -> pd.DataFrame:
+        return self.search.prediction_check()
 
     @property
     def has_adaptive(self) -> bool:
@@ -106,7 +338,8 @@ class Answer:
 
     @property
     def failed_levels(self) -> pd.DataFrame:
-        return self.levels.loc[self.levels["status"] != "ok", ["variant", "concurrency", "error"]]
+        """Levels tried and failed; a search's skipped levels are not failures."""
+        return failed_rows(self.levels)
 
     @property
     def variant_errors(self) -> dict[str, str]:
@@ -157,8 +390,10 @@ def analyze(
     run: dict[str, Any] | None = None,
     mix: TrafficMix | None = None,
     slo: LatencySLO | None = None,
+    predictions: pd.DataFrame | None = None,
 ) -> Answer:
-    """The whole answer for one run's level rows (as stored: every target)."""
+    """The whole answer for one run's level rows (as stored: every target); `predictions`:
+    the run's search predictions, shown apart (the answer is built from measured rows)."""
     mix = mix or TrafficMix()
     stored, levels = levels, answer_rows(levels)
     export, refused = None, None
@@ -182,6 +417,8 @@ def analyze(
         export=export,
         export_refused=refused,
         verifications=tuple(verify_adaptive(levels)),
+        predictions=empty_predictions() if predictions is None else predictions,
+        search_stop=(run or {}).get("search_stop"),
     )
 
 
@@ -198,4 +435,5 @@ def analyze_run(
     levels = store.read_levels(run_id)
     if levels.empty:
         raise LookupError(f"run {run_id} has no level rows under {store.levels_dir}")
-    return analyze(levels, run_id, store.read_run(run_id), mix, slo)
+    run = store.read_run(run_id)
+    return analyze(levels, run_id, run, mix, slo, store.read_predictions(run_id))

@@ -5,6 +5,8 @@ the same variant order, and on a fleet the same one target per variant, so the C
 summary and the report can never disagree. It carries the same evidence: each level's
 95% interval, the best's speedup interval, runner-up and lead, near-ties and the
 simpler choice, and the pivots (with their range, or the bracket they are inconclusive in).
+A search's skipped levels are listed apart from the failed ones, and its predictions
+(`search`) never enter the tables.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from specsweep.analysis.answer import SearchView, failed_rows, search_view, skipped_rows
 from specsweep.analysis.levels import answer_rows, best_per_level, interval_tables, metric_table
 from specsweep.analysis.pivot import Pivot, pivot_points
 
@@ -46,25 +49,44 @@ class Summary:
     throughput_hi: pd.DataFrame = field(default_factory=pd.DataFrame)
     pivots: dict[str, Pivot] = field(default_factory=dict)
     levels: pd.DataFrame = field(default_factory=pd.DataFrame)  # the answer's rows (target_ci)
+    skipped_levels: pd.DataFrame = field(default_factory=pd.DataFrame)  # variant, c, reason
+    search: SearchView | None = None  # None: the run had no search
 
 
-def summarize(levels: pd.DataFrame) -> Summary:
-    """Only levels with status ok enter the comparison; failed ones are listed apart."""
+def summarize(
+    levels: pd.DataFrame,
+    predictions: pd.DataFrame | None = None,
+    search_stop: str | None = None,
+) -> Summary:
+    """Only levels with status ok enter the comparison; failed ones are listed apart, and
+    so are a search's skipped ones (not failures). `predictions`/`search_stop`: the run's
+    search, shown apart (store.read_predictions, the runs row)."""
     rows = answer_rows(levels)
-    failed = rows.loc[rows["status"] != "ok", ["variant", "concurrency", "error"]]
+    failed, skipped = failed_rows(rows), skipped_rows(rows)
     throughput = metric_table(levels, "output_throughput")
     if throughput.empty:
         empty = pd.DataFrame()
-        return Summary(empty, empty, failed.reset_index(drop=True), levels=rows)
+        view = search_view(rows, empty, predictions, search_stop, levels)
+        return Summary(
+            empty,
+            empty,
+            failed,
+            levels=rows,
+            skipped_levels=skipped,
+            search=view if view.present else None,
+        )
     best = best_per_level(levels)
+    view = search_view(rows, best, predictions, search_stop, levels)
     best = best[[c for c in BEST_COLUMNS if c in best.columns]]
     lo, hi = interval_tables(levels, "output_throughput")
     return Summary(
         throughput,
         best.reset_index(drop=True),
-        failed.reset_index(drop=True),
+        failed,
         lo,
         hi,
         pivot_points(levels),
         rows,
+        skipped,
+        view if view.present else None,
     )

@@ -75,6 +75,7 @@ def report(
         warnings,
         write_report,
     )
+    from specsweep.report.search import search_lines
     from specsweep.results.location import local_path
 
     mix = parse_traffic(traffic)
@@ -93,6 +94,8 @@ def report(
         console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
     for line in tie_lines(answer.best):  # a near-tie: which variants, and which one to run
         console.print(line, soft_wrap=True, markup=False)
+    for line in search_lines(answer.search):  # predictions apart, each said to be predicted
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     if answer.hosts is not None:
         console.print(_hosts_table(answer.hosts))
     console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)

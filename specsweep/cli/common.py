@@ -134,11 +134,13 @@ def render_summary(summary: Summary, title: str) -> None:
         has_intervals,
         pivot_line,
         run_text,
+        skipped_cells,
         speedup_text,
         target_ci_line,
         throughput_rows,
         tie_lines,
     )
+    from specsweep.report.search import search_lines
 
     if summary.throughput.empty:
         console.print("[red]no level completed successfully[/]")
@@ -154,7 +156,11 @@ def render_summary(summary: Summary, title: str) -> None:
         if ties:
             table.add_column("run")  # the variant to run: the simplest of a near-tie
         cells = throughput_rows(
-            summary.throughput, summary.throughput_lo, summary.throughput_hi, summary.best
+            summary.throughput,
+            summary.throughput_lo,
+            summary.throughput_hi,
+            summary.best,
+            skipped_cells(summary.skipped_levels),
         )
         for (c, _), row in zip(summary.throughput.iterrows(), cells, strict=True):
             rec = best.loc[c].to_dict()
@@ -183,12 +189,29 @@ def render_summary(summary: Summary, title: str) -> None:
         console.print(
             f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}"
         )
+    for line in skipped_lines(summary.skipped_levels):
+        console.print(f"skipped (not measured) {line}", soft_wrap=True, markup=False)
+    for line in search_lines(summary.search):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def skipped_lines(skipped: pd.DataFrame) -> list[str]:
+    """A search's skipped levels, one line per variant and reason: ``X c=16, 32: why``."""
+    if skipped.empty:
+        return []
+    out = []
+    for (variant, reason), group in skipped.groupby(["variant", "reason"], sort=True):
+        levels = ", ".join(str(int(c)) for c in sorted(group["concurrency"]))
+        out.append(f"{variant} c={levels}: {reason}")
+    return out
 
 
 def show_run(store: ResultsStore, run_id: str) -> None:
+    """The run's summary from its Parquet files, with its search (if any) said apart."""
     levels = store.read_levels(run_id)
-    render_summary(summarize(levels), f"run {run_id}")
     run = store.read_run(run_id)
+    summary = summarize(levels, store.read_predictions(run_id), (run or {}).get("search_stop"))
+    render_summary(summary, f"run {run_id}")
     for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
         console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
     for line in gpu_memory_lines(store.read_phase_files(run_id)):

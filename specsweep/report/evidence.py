@@ -208,11 +208,28 @@ def tied_at(best: pd.DataFrame) -> dict[int, set[str]]:
     return {int(rec["concurrency"]): set(tied_variants(rec)) for rec in best.to_dict("records")}
 
 
+SKIPPED_CELL = "skipped"  # a level a search chose not to measure: not a failure, no number
+
+
+def skipped_cells(skipped: pd.DataFrame | None) -> set[tuple[int, str]]:
+    """(concurrency, variant) of a search's skipped levels (variant, concurrency rows)."""
+    if skipped is None or skipped.empty:
+        return set()
+    pairs = zip(skipped["variant"], skipped["concurrency"], strict=True)
+    return {(int(c), str(v)) for v, c in pairs}
+
+
 def throughput_rows(
-    table: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, best: pd.DataFrame
+    table: pd.DataFrame,
+    lo: pd.DataFrame,
+    hi: pd.DataFrame,
+    best: pd.DataFrame,
+    skipped: set[tuple[int, str]] | None = None,
 ) -> list[list[str]]:
     """One row per level of the throughput table: ``value ±h%``, ``≈`` before the variants
-    in a near-tie with the best."""
+    in a near-tie with the best; ``skipped`` where a search chose not to measure the level
+    (`skipped`: its (concurrency, variant) pairs), so a reader never takes it for a failure."""
+    skipped = skipped or set()
     tied = tied_at(best)
     lo = lo.reindex_like(table) if not lo.empty else pd.DataFrame(index=table.index)
     hi = hi.reindex_like(table) if not hi.empty else pd.DataFrame(index=table.index)
@@ -220,6 +237,9 @@ def throughput_rows(
     for c, row in table.iterrows():
         cells = []
         for v, value in row.items():
+            if (int(c), str(v)) in skipped and pd.isna(value):
+                cells.append(SKIPPED_CELL)
+                continue
             text = pm(value, lo.get(v, pd.Series()).get(c), hi.get(v, pd.Series()).get(c))
             cells.append(f"{TIE} {text}" if v in tied.get(int(c), ()) else text)
         rows.append(cells)

@@ -15,9 +15,11 @@ from specsweep.report.evidence import (
     best_rows,
     has_intervals,
     pivot_line,
+    skipped_cells,
     target_ci_line,
     throughput_rows,
 )
+from specsweep.report.search import search_lines
 
 
 def _row(cells: list[str]) -> str:
@@ -40,7 +42,10 @@ def summary_markdown(
         lines.append("")
         lines.append(_row(["concurrency", *map(str, table.columns)]))
         lines.append("|---:|" + "---:|" * len(table.columns))
-        cells = throughput_rows(table, summary.throughput_lo, summary.throughput_hi, summary.best)
+        skipped = skipped_cells(summary.skipped_levels)
+        cells = throughput_rows(
+            table, summary.throughput_lo, summary.throughput_hi, summary.best, skipped
+        )
         for c, row in zip(table.index, cells, strict=True):
             lines.append(_row([str(c), *row]))
         lines += ["", "Best per level:", ""]
@@ -61,6 +66,13 @@ def summary_markdown(
         lines += ["", "Failed levels:", ""]
         for rec in summary.failed_levels.to_dict("records"):
             lines.append(f"- {rec['variant']} c={rec['concurrency']}: {rec['error']}")
+    if not summary.skipped_levels.empty:
+        lines += ["", "Skipped by the search (not measured, not failures):", ""]
+        for rec in summary.skipped_levels.to_dict("records"):
+            lines.append(f"- {rec['variant']} c={rec['concurrency']}: {rec['reason']}")
+    search = search_lines(summary.search)
+    if search:
+        lines += ["", *search]
     if variant_errors:
         lines += ["", "Failed variants:", ""]
         lines += [f"- {name}: {error}" for name, error in variant_errors.items()]

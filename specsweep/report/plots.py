@@ -490,14 +490,71 @@ def hosts_figure(answer: Answer) -> Figure:
     return fig
 
 
+PREDICTED_CURVES = 6  # the not-launched variants drawn: the closest to the measured best
+
+
+def predictions_figure(answer: Answer) -> Figure:
+    """The search's predicted curves (dashed, with their 95% band) for the variants it did
+    not launch, beside the measured best per level and the measured baseline (solid): what
+    the search ruled out, never drawn like a measurement."""
+    view = answer.search
+    ranked = view.not_launched()
+    shown = list(ranked["variant"].head(PREDICTED_CURVES))
+    curves = view.not_launched_predictions()
+    title = "Predicted (not measured): variants the search did not launch"
+    fig = _figure(answer, title)
+    ax = fig.add_subplot()
+    _style(ax)
+    best = answer.best.set_index("concurrency")["best_throughput"].dropna()
+    levels = sorted({int(c) for c in best.index} | {int(c) for c in curves["concurrency"]})
+    ax.plot(
+        best.index, best.to_numpy(), color=BASELINE_COLOR, linewidth=2.6, marker="o",
+        markersize=5, zorder=5, label="measured best (per level)",
+    )  # fmt: skip
+    base = baseline_name(answer.levels)
+    if base is not None and base in answer.throughput.columns:
+        baseline = answer.throughput[base].dropna()
+        ax.plot(
+            baseline.index, baseline.to_numpy(), color="#777777", linewidth=1.4, marker="s",
+            markersize=3.5, zorder=4, label=f"measured {base} (no speculation)",
+        )  # fmt: skip
+    palette = colors(shown, None)
+    for variant in shown:
+        mine = curves[curves["variant"] == variant].set_index("concurrency").sort_index()
+        mid = mine["predicted_output_throughput"].astype(float)
+        ratio = ranked.loc[ranked["variant"] == variant, "best_ratio"].iloc[0]
+        label = f"{variant}, predicted" + ("" if pd.isna(ratio) else f" (up to {ratio:.2f}x)")
+        ax.plot(
+            mid.index, mid.to_numpy(), color=palette[variant], linewidth=1.5, linestyle="--",
+            marker="o", markersize=3.5, markerfacecolor="white", zorder=3, label=label,
+        )  # fmt: skip
+        lo, hi = mine["predicted_lo"].astype(float), mine["predicted_hi"].astype(float)
+        _band(ax, mid, lo, hi, palette[variant])
+    extra = [Patch(facecolor="#888888", alpha=BAND_ALPHA * 2, label="95% prediction interval")]
+    if len(ranked) > len(shown):
+        ax.text(
+            0.99, 0.02, f"{len(shown)} of {len(ranked)} not launched shown: the closest to "
+            "the measured best", transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+            color="#555555",
+        )  # fmt: skip
+    _log2_x(ax, levels)
+    ax.set_ylabel("output throughput (tok/s)", fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:,.0f}")
+    _legend(ax, extra, loc="upper left")
+    return fig
+
+
 FIGURES: dict[str, tuple[str, Callable[[Answer], Figure]]] = {
     "throughput": ("Output throughput vs concurrency", throughput_figure),
     "speedup": ("Speedup over the baseline", speedup_figure),
     "latency": ("Latency (TTFT, ITL) vs concurrency", latency_figure),
     "accept_length": ("Accept length per variant", accept_length_figure),
     "hosts": ("Throughput per target, relative to the fastest", hosts_figure),
+    "predictions": ("Predicted (not measured): variants not launched", predictions_figure),
 }
 HOST_FIGURES = {"hosts"}  # drawn in the report's Hosts section, and only for several targets
+SEARCH_FIGURES = {"predictions"}  # drawn in the Search section, for a search's final predictions
 
 
 def render_plots(answer: Answer) -> dict[str, bytes]:
@@ -505,8 +562,10 @@ def render_plots(answer: Answer) -> dict[str, bytes]:
     if answer.throughput.empty:
         return {}
     shared = answer.hosts is not None and not answer.hosts.cells.empty
-    return {
-        name: _png(make(answer))
-        for name, (_, make) in FIGURES.items()
-        if name not in HOST_FIGURES or shared
+    predicted = answer.has_search and not answer.search.not_launched().empty
+    wanted = {
+        name
+        for name in FIGURES
+        if (name not in HOST_FIGURES or shared) and (name not in SEARCH_FIGURES or predicted)
     }
+    return {name: _png(make(answer)) for name, (_, make) in FIGURES.items() if name in wanted}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
-from specsweep.report.plots import FIGURES, HOST_FIGURES, render_plots
+from specsweep.report.plots import FIGURES, HOST_FIGURES, SEARCH_FIGURES, render_plots
+from specsweep.report.search import search_headline, search_paragraphs, search_tables
 from specsweep.report.tables import (
     Table,
     all_tables,
@@ -119,15 +120,19 @@ def _md_table(table: Table) -> list[str]:
 
 def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
     lines = [f"# specsweep report: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    search = search_headline(answer.search)
+    if search:
+        lines += [search, ""]
     for line in adaptive_lines(answer):
         lines += [line, ""]
     for warning in warnings(answer):
         lines += [f"> {warning}", ""]
     for name, path in plot_paths.items():
-        if name not in HOST_FIGURES:
+        if name not in HOST_FIGURES | SEARCH_FIGURES:
             lines += [f"![{FIGURES[name][0]}]({path})", ""]
     for table in all_tables(answer):
         lines += _md_table(table)
+    lines += search_markdown(answer, plot_paths)
     lines += hosts_markdown(answer, plot_paths)
     config = answer.config_json()
     if config:
@@ -138,6 +143,24 @@ def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
         for rec in commands.to_dict("records"):
             lines += [f"`{rec['variant']}`:", "", "```", str(rec["server_command"]), "```", ""]
     return "\n".join(lines)
+
+
+def search_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) -> list[str]:
+    """The Search section (runs with an adaptive search only): what it launched and why it
+    stopped, the skipped levels, the variants not launched and the model's check, and the
+    predicted curves; every prediction labelled as such, none in the tables above."""
+    paragraphs = search_paragraphs(answer.search)
+    if not paragraphs:
+        return []
+    lines = ["## Search", ""]
+    for text in paragraphs:
+        lines += [text, ""]
+    for name, path in (plot_paths or {}).items():
+        if name in SEARCH_FIGURES:
+            lines += [f"![{FIGURES[name][0]}]({path})", ""]
+    for table in search_tables(answer.search):
+        lines += _md_table(table)
+    return lines
 
 
 def hosts_markdown(answer: Answer, plot_paths: dict[str, str]) -> list[str]:
@@ -185,14 +208,23 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
         f"<h1>specsweep report: run <code>{esc(answer.run_id)}</code></h1>",
         f'<div class="answer">{esc(headline(answer))}</div>',
     ]
+    search = search_headline(answer.search)
+    if search:
+        parts.append(f'<p class="note">{esc(search)}</p>')
     parts += [f"<p>{esc(line)}</p>" for line in adaptive_lines(answer)]
     parts += [f'<p class="warn">{esc(w)}</p>' for w in warnings(answer)]
-    main = {n: d for n, d in pngs.items() if n not in HOST_FIGURES}
+    main = {n: d for n, d in pngs.items() if n not in HOST_FIGURES | SEARCH_FIGURES}
     if main:
         parts.append("<h2>Plots</h2>")
     parts += [_html_img(name, data) for name, data in main.items()]
     parts.append("<h2>Tables</h2>")
     parts += [_html_table(t) for t in all_tables(answer)]
+    paragraphs = search_paragraphs(answer.search)
+    if paragraphs:
+        parts.append("<h2>Search</h2>")
+        parts += [f"<p>{esc(text)}</p>" for text in paragraphs]
+        parts += [_html_img(n, d) for n, d in pngs.items() if n in SEARCH_FIGURES]
+        parts += [_html_table(t) for t in search_tables(answer.search)]
     line = hosts_line(answer)
     if line is not None:
         parts += ["<h2>Hosts</h2>", f"<p>{esc(line)}</p>"]
@@ -268,13 +300,15 @@ def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
     for table in tables:
         if table is not None:
             lines += _md_table(table)
+    lines += search_markdown(answer)
     if report_path is not None:
         lines.append(f"Full report with plots: `{report_path}`")
     return "\n".join(lines) + "\n"
 
 
 def level_records(answer: Answer) -> list[dict[str, object]]:
-    """One flat row per measured level, for a table artifact (JSON-safe values).
+    """One flat row per measured level, for a table artifact (JSON-safe values); a search's
+    skipped levels are not measurements and are left out (the search artifact lists them).
 
     Each metric is followed by its 95% interval (`_lo`, `_hi`; null where the level has
     none), the speedup over the baseline by its interval, and whether the level met
@@ -288,6 +322,7 @@ def level_records(answer: Answer) -> list[dict[str, object]]:
     lo, hi = interval_tables(answer.levels, "output_throughput")
     several = answer.hosts is not None and answer.stored is not None
     frame = answer.stored if several else answer.levels
+    frame = frame[frame["status"] != "skipped"]
     metrics = ["output_throughput", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"]
     wanted = [
         *(["target"] if several else []),
@@ -349,3 +384,45 @@ def report_link(html: Path, results_dir: Path | str, base_url: str | None) -> st
         relative = html.resolve().relative_to(root.resolve())
         return base_url.rstrip("/") + "/" + relative.as_posix()
     return html.resolve().as_uri()  # also when the report was written outside the results
+
+
+def search_records(answer: Answer) -> list[dict[str, object]]:
+    """One row per variant of a search's grid, for a table artifact (JSON-safe values):
+    whether it was launched; for a launched one, its levels measured and skipped and how its
+    before-launch prediction held (levels inside the predicted 95% interval, median error);
+    for one not launched, its best predicted ratio to the measured best (`predicted_*`:
+    predictions, never measurements) and why it was not launched. Empty without a search."""
+    view = answer.search
+    if not view.present:
+        return []
+    not_launched = view.not_launched().set_index("variant")
+    check = view.prediction_check()
+    levels = answer.levels
+    rows: list[dict[str, object]] = []
+    for variant in view.grid_variants():
+        rec: dict[str, object] = {"variant": variant}
+        if variant in not_launched.index:
+            nl = not_launched.loc[variant]
+            rec |= {
+                "launched": False,
+                "predicted_best_ratio": _json_safe(nl["best_ratio"]),
+                "predicted_best_at": _json_safe(nl["best_at"]),
+                "predicted_upper_ratio": _json_safe(nl["upper_ratio"]),
+                "reason": nl["reason"],
+            }
+        else:
+            mine = levels[levels["variant"] == variant]
+            done = check[(check["variant"] == variant) & check["measured"].notna()]
+            rec |= {
+                "launched": True,
+                "levels_ok": int((mine["status"] == "ok").sum()),
+                "levels_skipped": int((mine["status"] == "skipped").sum()),
+                "levels_failed": int((~mine["status"].isin(["ok", "skipped"])).sum()),
+                "predicted_levels_checked": len(done),
+                "predicted_inside_95": int(sum(bool(x) for x in done["inside"])),
+                "predicted_median_abs_error": _json_safe(done["error"].abs().median())
+                if len(done)
+                else None,
+            }
+        rows.append(rec)
+    return sorted(rows, key=lambda r: (not r["launched"], -(r.get("predicted_best_ratio") or 0)))

@@ -22,6 +22,7 @@ from specsweep.report.evidence import (
     pivot_cell,
     pivot_line,
     pm,
+    skipped_cells,
     speedup_text,
     target_ci_line,
     throughput_rows,
@@ -117,7 +118,8 @@ def throughput_table(answer: Answer) -> Table:
     lo, hi = interval_tables(answer.levels, "output_throughput")
     cols = ["concurrency", *table.columns, "best", "speedup"]
     rows, bold = [], set()
-    cells = throughput_rows(table, lo, hi, answer.best)
+    skipped = skipped_cells(answer.skipped_levels)
+    cells = throughput_rows(table, lo, hi, answer.best, skipped)
     ties = any(tied_at(answer.best).values())
     for i, (c, row) in enumerate(zip(table.index, cells, strict=True)):
         rec = best.loc[c].to_dict()
@@ -132,6 +134,12 @@ def throughput_table(answer: Answer) -> Table:
         [True, *([True] * len(table.columns)), False, True],
         note="Bold: the best variant at each level; speedup = best / baseline. "
         + ("≈: a near-tie with the best (see the next table). " if ties else "")
+        + (
+            "skipped: the adaptive search did not measure that level (see Search); "
+            "measured levels only, no prediction. "
+            if skipped
+            else ""
+        )
         + _interval_notes(answer),
         highlight=bold,
     )
