@@ -68,8 +68,11 @@ class RunSoFar:
 
     @classmethod
     def read(cls, store: ResultsStore, run_id: str) -> RunSoFar:
-        requests = store.read_requests(run_id)
-        return cls(store.read_levels(run_id), requests, store.read_phase_files(run_id))
+        return cls(
+            store.read_levels(run_id),
+            store.read_requests(run_id),
+            store.read_phase_files(run_id),
+        )
 
     @property
     def launched(self) -> set[str]:
@@ -86,14 +89,25 @@ class RunSoFar:
         return total
 
 
+# The best's own interval counts up to this much: a launch must be able to beat the best
+# by more than the margin beyond what the best's measurement resolves, else the answer
+# would call the two a near-tie; a very noisy best must not stop the search on its own.
+RESOLUTION_CAP = 0.03
+
+
 def best_measured(levels: pd.DataFrame) -> dict[int, tuple[float, str]]:
-    """Per level: the highest measured output throughput and its variant."""
+    """Per level: the bar a variant must clear to change the answer there (the highest
+    measured output throughput, raised by its 95% half-width up to RESOLUTION_CAP), and
+    the variant that set it."""
     ok = answer_rows(levels)
     ok = ok[ok["status"] == "ok"]
     out: dict[int, tuple[float, str]] = {}
     for c, rows in ok.groupby("concurrency"):
         top = rows.loc[rows["output_throughput"].idxmax()]
-        out[int(c)] = (float(top["output_throughput"]), str(top["variant"]))
+        value = float(top["output_throughput"])
+        hi = top.get("output_throughput_hi")
+        half = (float(hi) / value - 1.0) if hi is not None and not pd.isna(hi) else 0.0
+        out[int(c)] = (value * (1.0 + min(max(half, 0.0), RESOLUTION_CAP)), str(top["variant"]))
     return out
 
 
@@ -123,7 +137,7 @@ def _standing(
 
 
 def _outlook(s: Standing) -> str:
-    return f"upper bound {s.upper:.2f}x of the best measured at c={s.at}"
+    return f"upper bound {s.upper:.2f}x of the best measured (its 95% upper end) at c={s.at}"
 
 
 def next_step(
@@ -206,8 +220,8 @@ def next_step(
         return SearchStep(None, "waiting for the variants in flight", False, standings)
     highest = max(open_, key=lambda s: s.upper) if open_ else None
     why = (
-        f"no unmeasured variant's upper bound beats the best measured by more than "
-        f"{spec.margin:.0%} at any level"
+        f"no unmeasured variant's upper bound beats the best measured (its 95% upper end) "
+        f"by more than {spec.margin:.0%} at any level"
         + (f" (highest: {highest.variant.label}, {_outlook(highest)})" if highest else "")
     )
     return SearchStep(None, why, True, standings, _fit_on(model))
@@ -230,7 +244,10 @@ def not_launched_reason(s: Standing, stop: str) -> str:
         return f"not launched ({stop}); the model cannot predict it"
     if stop.startswith("budget spent"):
         return f"not launched: {stop}; its {_outlook(s)}"
-    return f"predicted at most {s.upper:.2f}x of the best at every level (at c={s.at})"
+    return (
+        f"predicted at most {s.upper:.2f}x of the best at every level (95% upper bounds "
+        f"against the best's upper end; closest at c={s.at})"
+    )
 
 
 def prediction_rows(
