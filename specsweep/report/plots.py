@@ -523,7 +523,9 @@ def predictions_figure(answer: Answer) -> Figure:
         mine = curves[curves["variant"] == variant].set_index("concurrency").sort_index()
         mid = mine["predicted_output_throughput"].astype(float)
         ratio = ranked.loc[ranked["variant"] == variant, "best_ratio"].iloc[0]
-        label = f"{variant}, predicted" + ("" if pd.isna(ratio) else f" (up to {ratio:.2f}x)")
+        label = f"{variant}, predicted" + (
+            "" if pd.isna(ratio) else f" (at most {ratio:.2f}x of the measured best)"
+        )
         ax.plot(
             mid.index, mid.to_numpy(), color=palette[variant], linewidth=1.5, linestyle="--",
             marker="o", markersize=3.5, markerfacecolor="white", zorder=3, label=label,

@@ -398,6 +398,8 @@ def search_records(answer: Answer) -> list[dict[str, object]]:
     not_launched = view.not_launched().set_index("variant")
     check = view.prediction_check()
     levels = answer.levels
+    final = view.final()
+    why = final.dropna(subset=["reason"]).drop_duplicates("variant").set_index("variant")["reason"]
     rows: list[dict[str, object]] = []
     for variant in view.grid_variants():
         rec: dict[str, object] = {"variant": variant}
@@ -415,6 +417,7 @@ def search_records(answer: Answer) -> list[dict[str, object]]:
             done = check[(check["variant"] == variant) & check["measured"].notna()]
             rec |= {
                 "launched": True,
+                "reason": why.get(variant),
                 "levels_ok": int((mine["status"] == "ok").sum()),
                 "levels_skipped": int((mine["status"] == "skipped").sum()),
                 "levels_failed": int((~mine["status"].isin(["ok", "skipped"])).sum()),
@@ -425,4 +428,6 @@ def search_records(answer: Answer) -> list[dict[str, object]]:
                 else None,
             }
         rows.append(rec)
-    return sorted(rows, key=lambda r: (not r["launched"], -(r.get("predicted_best_ratio") or 0)))
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # one shape: the UI's columns
+    rows = [{k: r.get(k) for k in keys} for r in rows]
+    return sorted(rows, key=lambda r: (not r["launched"], -(r["predicted_best_ratio"] or 0)))

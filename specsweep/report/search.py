@@ -72,7 +72,7 @@ def check_text(view: SearchView) -> str | None:
         return None
     return (
         f"predicted before launch vs measured: {inside} of {measured} levels inside the "
-        f"predicted 95% interval, median error of the prediction {median:.1%}"
+        f"predicted 95% interval, median |predicted / measured - 1| {median:.1%}"
     )
 
 

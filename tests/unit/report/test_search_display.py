@@ -11,7 +11,8 @@ from datetime import timedelta
 import pytest
 from typer.testing import CliRunner
 
-from specsweep.analysis import analyze_run
+from specsweep.analysis import analyze_run, best_per_level
+from specsweep.analysis.answer import search_view
 from specsweep.analysis.summary import summarize
 from specsweep.cli import app
 from specsweep.report.markdown import summary_markdown
@@ -22,6 +23,7 @@ from specsweep.report.render import (
     search_records,
     write_report,
 )
+from specsweep.report.search import search_lines, search_tables
 from specsweep.report.tables import throughput_table
 from specsweep.results.schema import SCHEMA_VERSION
 from specsweep.results.store import ResultsStore
@@ -31,6 +33,7 @@ from tests.synthetic_levels import (
     T0,
     baseline_tput,
     chain_row,
+    frame,
     sweep_rows,
     write,
 )
@@ -256,6 +259,8 @@ def test_artifacts_carry_the_search_apart(answer):
     assert records["eagle3-s3-k2-d8"]["launched"] is False
     assert records["eagle3-s3-k2-d8"]["predicted_best_ratio"] == pytest.approx(0.97)
     assert list(records)[3] == "eagle3-s3-k2-d8"  # launched first, then by predicted ratio
+    assert len({tuple(r) for r in search_records(answer)}) == 1  # every row the same columns
+    assert records[S4]["predicted_best_ratio"] is None and records[S4]["reason"] == "launched"
     assert "Search" in markdown(answer, {})
 
 
@@ -284,7 +289,7 @@ def test_cli_summary_says_the_search_in_two_lines(store):
         "predicted 0.97x of the measured best (eagle3-s3-k2-d8 at c=1)",
         "search: 2 levels of 1 variant skipped (not measured, not failures); predicted "
         "before launch vs measured: 8 of 9 levels inside the predicted 95% interval, "
-        "median error of the prediction 0.0%",
+        "median |predicted / measured - 1| 0.0%",
     ]
     assert f"failed level {SPEC} c=32" in out
     assert f"failed level {S4}" not in out
@@ -304,3 +309,18 @@ def test_cli_report_and_plain_summary(store, tmp_path):
     plain = runner.invoke(app, ["summary", PLAIN_RUN, "--results-dir", str(store.root)])
     assert plain.exit_code == 0, plain.output
     assert "search" not in plain.output and "skipped" not in plain.output
+
+
+def test_a_search_that_launched_everything_or_stopped_early():
+    """Every variant launched (budget spent), no final predictions yet: one line, no
+    not-launched part; a SearchView with nothing at all is absent."""
+    levels = frame(sweep_rows(SEARCH_RUN))
+    best = best_per_level(levels)
+    view = search_view(levels, best, None, "budget spent: max_launches 2")
+    assert view.present and view.not_launched().empty and view.prediction_check().empty
+    assert search_lines(view) == [
+        "search: launched 2 of 2 variants (stopped: budget spent: max_launches 2)"
+    ]
+    assert search_tables(view) == []
+    assert not search_view(levels, best).present
+    assert search_lines(search_view(levels, best)) == []
