@@ -15,7 +15,7 @@ from specsweep.errors import ServerDiedError
 from specsweep.pipeline import VariantServer
 from specsweep.results.rows import RunContext
 from tasks.benchmark import benchmark_level
-from tasks.search import level_skip, skip_level
+from tasks.search import skip_level
 from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
 
 
@@ -57,7 +57,7 @@ def benchmark_variant(
     todo = server.levels_to_measure()
     rows: list[dict[str, Any]] = []
     # a resumed search: levels its rule already skipped need no server
-    while todo and (reason := level_skip(config, server, todo[0])) is not None:
+    while todo and (reason := server.skip_reason(config.search, todo[0])) is not None:
         rows.append(skip_level(server, todo.pop(0), reason))
     if not todo:
         get_run_logger().info(
@@ -70,7 +70,7 @@ def benchmark_variant(
         try:
             start(server, config.server.start_attempts, force)
             for concurrency in todo:
-                if (reason := level_skip(config, server, concurrency)) is not None:
+                if (reason := server.skip_reason(config.search, concurrency)) is not None:
                     rows.append(skip_level(server, concurrency, reason))
                     continue
                 row = benchmark_level(server, concurrency)

@@ -168,14 +168,14 @@ def fleet_sweep(
         up (the planner sees the variants in flight and waits for them before it stops)."""
         nonlocal search_stop
         while len(pending) < (len(online) or len(fleet.hosts)):
-            move = plan_next_launch(
+            launch, why, done = plan_next_launch(
                 config, variants, ctx.run_id, fleet.name, tried, set(pending.values())
             )
-            if move.launch is None:
-                search_stop = move.why if move.done else None
+            if launch is None:
+                search_stop = why if done else None
                 return
-            tried.add(move.launch.label)
-            submit(move.launch.label)
+            tried.add(launch.label)
+            submit(launch.label)
 
     if config.search.adaptive:
         fill()

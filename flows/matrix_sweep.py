@@ -82,11 +82,11 @@ def search(
     while True:
         if errors and config.stop_on_failure:
             return "stopped: a variant failed (stop_on_failure)"
-        move = plan_next_launch(config, candidates, run_id, target, tried)
-        if move.launch is None:
-            return move.why
-        tried.add(move.launch.label)
-        measure([move.launch])
+        launch, why, _ = plan_next_launch(config, candidates, run_id, target, tried)
+        if launch is None:
+            return why
+        tried.add(launch.label)
+        measure([launch])
 
 
 def _run_name() -> str:

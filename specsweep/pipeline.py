@@ -27,7 +27,8 @@ from types import TracebackType
 from typing import Any
 
 from specsweep import progress
-from specsweep.config import LoadSpec, ServerSpec, SweepConfig, Target, Variant
+from specsweep.analysis.levels import answer_rows
+from specsweep.config import LoadSpec, SearchSpec, ServerSpec, SweepConfig, Target, Variant
 from specsweep.config.command import LaunchCommand, command_for
 from specsweep.config.secrets import resolve_env
 from specsweep.config.versions import check_version, needs_version_check
@@ -35,6 +36,7 @@ from specsweep.errors import ServerDiedError, VariantMisconfigured
 from specsweep.results.phases import Phases
 from specsweep.results.rows import RunContext, level_row, request_rows, skipped_level_row
 from specsweep.results.store import ResultsStore
+from specsweep.search.pruning import skip_reason
 from specsweep.targets import host_for
 from specsweep.targets.adaptive_trace import AdaptiveTrace, adaptive_initialized, fallback_reason
 from specsweep.targets.cleanup import CleanupReport
@@ -315,6 +317,20 @@ class VariantServer:
             )
             self.store.write_level(row)
         return row
+
+    def skip_reason(self, search: SearchSpec, concurrency: int) -> str | None:
+        """Why an adaptive search need not measure this level (None: measure it): this
+        variant as measured here against the others where the answer takes them from."""
+        if not (search.adaptive and search.skip_levels) or self.variant.is_baseline:
+            return None
+        if search.confirm_top and concurrency == max(self.load.concurrency):
+            return None
+        levels = self.store.read_levels(self.ctx.run_id)
+        mine = (levels["variant"] != self.label) | (levels["target"] == self.ctx.target)
+        return skip_reason(
+            answer_rows(levels[mine]), self.label, concurrency, self.load.concurrency,
+            search.margin,
+        )  # fmt: skip
 
     def skip_level(self, concurrency: int, reason: str) -> dict[str, Any]:
         """Record a level the search chose not to measure (resume counts it as done, so a

@@ -3,27 +3,15 @@ kept apart from the measurements) and a level the search chose not to measure.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from specsweep.analysis.levels import answer_rows
 from specsweep.config import SweepConfig, Variant
 from specsweep.pipeline import VariantServer
 from specsweep.results.store import ResultsStore
 from specsweep.search.planner import RunSoFar, next_step, record_final, record_launch
-from specsweep.search.pruning import skip_reason
-
-
-@dataclass(frozen=True)
-class Move:
-    """What the flow does next: launch `launch`, wait (neither), or stop (`done`)."""
-
-    launch: Variant | None
-    why: str
-    done: bool
 
 
 @task(name="plan-next-launch", cache_policy=NO_CACHE)
@@ -34,9 +22,12 @@ def plan_next_launch(
     target: str,
     tried: set[str],
     pending: set[str] | None = None,
-) -> Move:
+) -> tuple[Variant | None, str, bool]:
     """Fit the model on what the run measured and choose the next variant; on stopping,
-    store the final predictions of every variant with why it was (not) launched."""
+    store the final predictions of every variant with why it was (not) launched.
+
+    Returns (the variant to launch, why, done): no variant and not done means wait for the
+    variants in flight (a fleet)."""
     logger = get_run_logger()
     store = ResultsStore(config.results_dir)
     so_far = RunSoFar.read(store, run_id)
@@ -52,22 +43,7 @@ def plan_next_launch(
         logger.info(
             "search: stopped after %d of %d variants: %s", launched, len(candidates), step.why
         )
-    return Move(step.launch, step.why, step.done)
-
-
-def level_skip(config: SweepConfig, server: VariantServer, concurrency: int) -> str | None:
-    """Why the search need not measure this level (None: measure it)."""
-    search = config.search
-    if not (search.adaptive and search.skip_levels) or server.variant.is_baseline:
-        return None
-    if search.confirm_top and concurrency == max(config.load.concurrency):
-        return None
-    levels = server.store.read_levels(server.ctx.run_id)
-    # this variant as measured here; the others where the answer takes them from (a fleet)
-    levels = answer_rows(
-        levels[(levels["variant"] != server.label) | (levels["target"] == server.ctx.target)]
-    )
-    return skip_reason(levels, server.label, concurrency, config.load.concurrency, search.margin)
+    return step.launch, step.why, step.done
 
 
 @task(name="skip-level", cache_policy=NO_CACHE, task_run_name="c={concurrency}")

@@ -175,7 +175,7 @@ def compare_hosts(
                 "target": target,
                 **{c: _distinct(group[c]) for c in IDENTITY_COLUMNS if c in group.columns},
                 "ok_levels": int(ok.sum()),
-                "failed_levels": int((~ok).sum()),
+                "failed_levels": int((~ok & (group["status"] != "skipped")).sum()),
                 "in_answer": ", ".join(v for v in order if chosen.get(v) == target),
                 "shared_cells": len(mine),
                 "median_ratio": median,
@@ -201,7 +201,7 @@ def _left_out(levels: pd.DataFrame, chosen: dict[str, str]) -> pd.DataFrame:
     if rest.empty:
         return pd.DataFrame(columns=cols)
     out = (
-        rest.assign(_ok=rest["status"] == "ok", _failed=rest["status"] != "ok")
+        rest.assign(_ok=rest["status"] == "ok", _failed=~rest["status"].isin(["ok", "skipped"]))
         .groupby(["variant", "target"], as_index=False)
         .agg(ok_levels=("_ok", "sum"), failed_levels=("_failed", "sum"))
     )

@@ -259,6 +259,8 @@ def judge_run(
         base = dict(zip(SERIES_KEY, key, strict=True))
         n = 0 if past is None else len(past)
         env = _env_change(past, now) if past is not None else ""
+        if now_row["status"] == "skipped":  # an adaptive search chose not to measure it
+            continue
         if now_row["status"] != "ok":
             if n:
                 rows.append(

@@ -191,8 +191,12 @@ def next_step(
             continue
         if (spent := budget_spent()) is not None and not v.is_baseline:
             return _stop(spent, fit(), busy)
-        what = "the reference every ratio needs" if v.is_baseline else "a seed of the fit"
-        return SearchStep(v, f"{v.label}: {what}", False, [])
+        if v.is_baseline:
+            return SearchStep(v, f"{v.label}: the reference every ratio needs", False, [])
+        # once a speculative variant is measured the model predicts the next seed: kept
+        spec_ok = levels[(levels["status"] == "ok") & ~levels["is_baseline"].astype(bool)]
+        model, standings = fit() if not spec_ok.empty else (None, [])
+        return SearchStep(v, f"{v.label}: a seed of the fit", False, standings, _fit_on(model))
 
     model, standings = fit()
     if not any(v.is_baseline and v.label in set(levels["variant"]) for v in candidates):

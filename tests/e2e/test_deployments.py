@@ -86,6 +86,35 @@ def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: Prefect
     assert {"specsweep-answer", "specsweep-adaptive-export"} <= keys
 
 
+def test_a_deployment_runs_an_adaptive_search(prefect_stack: PrefectStack, tmp_path):
+    # `search: adaptive` as the form's string shorthand, in the step-sweep deployment
+    data = prefect_stack.sweep_config(
+        tmp_path,
+        load={"concurrency": [1, 2]},
+        step_sweep={"algorithm": "EAGLE3", "draft_model_path": "sim/draft", "num_steps": [1, 2, 3]},
+        search="adaptive",
+    )
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
+        "--param", "run_id=search-run", "--watch", "--watch-timeout", "150",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    levels = pd.read_parquet(tmp_path / "results" / "levels" / "search-run")
+    # the baseline and the two seed chains always run; the middle one only if it can win
+    assert {"baseline", "eagle3-s1-k1-d2", "eagle3-s3-k1-d4"} <= set(levels["variant"])
+    runs = pd.read_parquet(tmp_path / "results" / "runs").set_index("run_id")
+    assert runs.at["search-run", "search_stop"]  # why it stopped launching, kept with the run
+    final = pd.read_parquet(tmp_path / "results" / "predictions" / "search-run")
+    assert set(final["stage"]) >= {"final"} and final["predicted_hi"].notna().all()
+    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
+    keys = {
+        a["key"]
+        for a in prefect_stack.post("/artifacts/filter", {"artifacts": {"flow_run_id": {
+            "any_": [run["id"]]}}})
+    }  # fmt: skip
+    assert "specsweep-search" in keys
+
+
 def test_a_failed_run_makes_the_cli_exit_non_zero(prefect_stack: PrefectStack, tmp_path):
     # A config without a step_sweep section: the flow fails before launching anything.
     data = prefect_stack.sweep_config(tmp_path)

@@ -1,0 +1,77 @@
+"""search: adaptive through the real flows, Prefect and the simulator: what it launches,
+what it stores apart from the measurements, and that a resumed search changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.matrix_sweep import matrix_sweep
+from specsweep.analysis.answer import analyze_run
+from specsweep.config.file import parse_config
+from specsweep.config.plan import sweep_variants
+from specsweep.results.store import ResultsStore
+from tests.conftest import sim_config_data
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+
+def _launch_order(store: ResultsStore, run_id: str) -> list[str]:
+    phases = store.read_phase_files(run_id)
+    return [v for v, _, p in sorted(phases, key=lambda f: f[2]["held_from_unix"])]
+
+
+def test_an_adaptive_search_launches_what_can_win_and_keeps_predictions_apart(tmp_path, port):
+    data = sim_config_data(
+        tmp_path,
+        port,
+        step_sweep=None,
+        grid_sweep={"draft_model_path": "sim/draft", "num_steps": [1, 2, 3, 6], "topk": [1, 4]},
+        search={"mode": "adaptive", "max_launches": 6},
+        load={"concurrency": [1, 4, 16], "requests_per_stream": 4, "output_len": 32},
+    )
+    config = parse_config(data)
+    grid = [v.label for v in sweep_variants(config)]
+    result = matrix_sweep(config)
+    run_id = result["run_id"]
+    store = ResultsStore(config.results_dir)
+    order = _launch_order(store, run_id)
+    assert order[:3] == ["baseline", "eagle3-s1-k1-d2", "eagle3-s6-k1-d7"]  # then the model
+    assert 3 <= len(order) <= 6 and set(order) <= set(grid)
+    run = store.read_run(run_id)
+    assert run["status"] == "completed" and run["search_stop"]
+    if len(order) == 6:
+        assert run["search_stop"] == "budget spent: max_launches 6 reached"
+
+    levels = store.read_levels(run_id)
+    assert set(levels["variant"]) == set(order)  # nothing of an unlaunched variant
+    assert set(levels["status"]) <= {"ok", "skipped"}
+    skipped = levels[levels["status"] == "skipped"]
+    assert skipped["output_throughput"].isna().all() and skipped["error"].notna().all()
+
+    predictions = store.read_predictions(run_id)
+    final = predictions[predictions["stage"] == "final"]
+    assert set(final["variant"]) == set(grid)  # every variant of the grid, predicted
+    assert (final["predicted_lo"] <= final["predicted_output_throughput"]).all()
+    assert (final["predicted_output_throughput"] <= final["predicted_hi"]).all()
+    missing = final[~final["launched"]]
+    assert set(missing["variant"]) == set(grid) - set(order)
+    assert missing["reason"].str.len().gt(0).all()
+    before = predictions[predictions["stage"] == "before_launch"]
+    # the model's choices were predicted before their launch, from earlier measurements only
+    for variant in order[3:]:
+        rows = before[before["variant"] == variant]
+        assert not rows.empty, variant
+        assert variant not in json.loads(rows["fit_on"].iloc[0])
+
+    answer = analyze_run(store, run_id)
+    assert set(answer.throughput.columns) <= set(order)  # the answer: measurements only
+    assert answer.search_stop == run["search_stop"]
+
+    # a resumed search reads the same store and makes the same choices: nothing new runs
+    logs = sorted((config.target.workdir / "logs" / run_id).iterdir())
+    again = matrix_sweep(config, run_id=run_id)
+    assert again["run_id"] == run_id
+    assert sorted((config.target.workdir / "logs" / run_id).iterdir()) == logs
+    assert len(store.read_levels(run_id)) == len(levels)
