@@ -430,4 +430,5 @@ def search_records(answer: Answer) -> list[dict[str, object]]:
         rows.append(rec)
     keys = list(dict.fromkeys(k for r in rows for k in r))  # one shape: the UI's columns
     rows = [{k: r.get(k) for k in keys} for r in rows]
-    return sorted(rows, key=lambda r: (not r["launched"], -(r["predicted_best_ratio"] or 0)))
+    # launched first; the rest by their predicted best ratio (absent when all were launched)
+    return sorted(rows, key=lambda r: (not r["launched"], -(r.get("predicted_best_ratio") or 0)))

@@ -4,6 +4,7 @@ it for a run without a search. Measured and predicted never mix."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from datetime import timedelta
@@ -324,3 +325,12 @@ def test_a_search_that_launched_everything_or_stopped_early():
     assert search_tables(view) == []
     assert not search_view(levels, best).present
     assert search_lines(search_view(levels, best)) == []
+
+
+def test_artifact_rows_when_the_search_launched_every_variant(answer):
+    """No variant left unlaunched: the rows have no predicted ratio to sort by."""
+    predictions = answer.predictions.assign(launched=True, reason="launched")
+    launched_only = dataclasses.replace(answer, predictions=predictions)
+    rows = search_records(launched_only)
+    assert rows and all(r["launched"] for r in rows)
+    assert all("predicted_best_ratio" not in r for r in rows)
