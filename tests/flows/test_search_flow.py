@@ -8,6 +8,7 @@ import json
 import pytest
 
 from flows.matrix_sweep import matrix_sweep
+from flows.nightly_regression import nightly_regression
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
@@ -75,3 +76,21 @@ def test_an_adaptive_search_launches_what_can_win_and_keeps_predictions_apart(tm
     assert again["run_id"] == run_id
     assert sorted((config.target.workdir / "logs" / run_id).iterdir()) == logs
     assert len(store.read_levels(run_id)) == len(levels)
+
+
+def test_the_nightly_flow_runs_the_search_and_judges_what_it_measured(tmp_path, port):
+    data = sim_config_data(
+        tmp_path,
+        port,
+        step_sweep={"algorithm": "EAGLE3", "draft_model_path": "sim/draft", "num_steps": [1, 2, 4]},
+        search="adaptive",
+        load={"concurrency": [1, 4, 16]},
+    )
+    config = parse_config(data)
+    result = nightly_regression(config, run_id="night-1")
+    store = ResultsStore(config.results_dir)
+    run = store.read_run("night-1")
+    assert run["search_stop"] and result["regressed"] is False
+    launched = {v for v, _, _ in store.read_phase_files("night-1")}
+    assert {"baseline", "eagle3-s1-k1-d2", "eagle3-s4-k1-d5"} <= launched
+    assert "failed" not in result["verdict"]

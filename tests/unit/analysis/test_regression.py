@@ -161,6 +161,17 @@ def test_failed_level_and_failed_variant_are_regressions():
     assert not lenient.regressed
 
 
+def test_a_level_the_search_skipped_is_not_a_regression():
+    run_id, rows = tonight()
+    rows = [r for r in rows if not (r["variant"] == SPEC and r["concurrency"] == 8)]
+    skipped = level_row(run_id, SPEC, 8, 1.0, started_at=night(7)[1], status="skipped")
+    rows.append(skipped | {"output_throughput": None, "error": "skipped from c=8 up: ..."})
+    report = judge_run(frame(nights(QUIET) + rows), run_id)
+    assert not report.regressed, report.message()
+    v = report.verdicts
+    assert v[(v["variant"] == SPEC) & (v["concurrency"] == 8)].empty  # no verdict: not measured
+
+
 def test_policy_validation():
     with pytest.raises(ValidationError, match="unknown metrics"):
         RegressionPolicy(metrics=["throughput"])
