@@ -276,3 +276,59 @@ def test_cancelling_a_fleet_sweep_cancels_its_variants_and_stops_their_servers(
             stop_process(proc)
     assert not _port_open(host["port"])
     assert LaunchState(Path(host["target"]["workdir"]) / "launched.json").entries() == []
+
+
+@pytest.mark.timeout(600)
+def test_a_fleet_runs_an_adaptive_search_handing_out_variants_as_hosts_free_up(
+    pg_prefect: PrefectServer, tmp_path: Path
+):
+    """search: adaptive on two hosts: the search asks again each time a host frees up."""
+    sweep, fleet = _write_project(tmp_path)
+    sweep["search"] = "adaptive"
+    fleet["hosts"] = fleet["hosts"][: len(HOSTS)]  # both alive; no broken host
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    run_id = f"fleet-search-{uuid.uuid4().hex[:6]}"
+    deployed = pg_prefect.cli(
+        "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
+    )
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    argv = [str(BIN / "specsweep"), "fleet", "worker", "-f", "fleet.yaml", "-c", "sweep.yaml"]
+    workers = [
+        start_process(
+            [*argv, "--host", h],
+            pg_prefect.env,
+            tmp_path,
+            tmp_path / f"worker-{h}.log",
+        )
+        for h in HOSTS
+    ]
+    sweep_log = tmp_path / "sweep.log"
+    try:
+        _wait(
+            lambda: len(pg_prefect.post(f"/work_pools/{fleet['pool']}/workers/filter", {})) == 2,
+            240, "the hosts' workers", tmp_path / f"worker-{HOSTS[0]}.log",
+        )  # fmt: skip
+        runner = start_process(
+            [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
+             "--run-id", run_id],
+            pg_prefect.env, tmp_path, sweep_log,
+        )  # fmt: skip
+        workers.append(runner)
+        assert runner.wait(timeout=400) == 0, sweep_log.read_text()[-6000:]
+    finally:
+        for proc in workers:
+            stop_process(proc)
+    store = ResultsStore(sweep["results_dir"])
+    phases = store.read_phase_files(run_id)
+    launched = {v for v, _, _ in phases}
+    # the baseline and both seeds; the middle chain only if the model said it could win
+    assert {"baseline", "eagle3-s1-k1-d2", "eagle3-s3-k1-d4"} <= launched
+    assert launched <= {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3", "eagle3-s3-k1-d4"}
+    assert {t for _, t, _ in phases} <= set(HOSTS)
+    run_row = store.read_run(run_id)
+    assert run_row["status"] == "completed" and run_row["search_stop"]
+    final = store.read_predictions(run_id)
+    final = final[final["stage"] == "final"]
+    assert set(final["variant"]) == {"baseline", *(f"eagle3-s{n}-k1-d{n + 1}" for n in (1, 2, 3))}
+    assert set(final.loc[final["launched"], "variant"]) == launched
