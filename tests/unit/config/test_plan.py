@@ -57,3 +57,25 @@ def test_duplicate_names_and_empty_sweeps(tmp_path):
     data["variants"] = []
     with pytest.raises(ConfigError, match="nothing to run"):
         sweep_variants(parse_config(data))
+
+
+def test_grid_sweep_is_every_steps_topk_pair_with_the_draft_token_rule(tmp_path):
+    grid = {"draft_model_path": "d", "num_steps": [1, 3, 8], "topk": [1, 4], "max_draft_tokens": 12}
+    config = parse_config(sim_config_data(tmp_path, 1, step_sweep=None, grid_sweep=grid))
+    labels = [v.label for v in sweep_variants(config)]
+    assert labels == [
+        "baseline",
+        "eagle3-s1-k1-d2", "eagle3-s3-k1-d4", "eagle3-s8-k1-d9",  # chains: s+1
+        "eagle3-s1-k4-d5", "eagle3-s3-k4-d12", "eagle3-s8-k4-d12",  # trees: s*k+1, capped
+    ]  # fmt: skip
+
+
+def test_search_shorthand_defaults_and_budget_rules(tmp_path):
+    config = parse_config(sim_config_data(tmp_path, 1, search="adaptive"))
+    assert config.search.adaptive and config.search.margin == 0.01
+    assert config.search.skip_levels and config.search.max_launches is None
+    assert not parse_config(sim_config_data(tmp_path, 1)).search.adaptive  # grid by default
+    with pytest.raises(ConfigError, match="bound an adaptive search"):
+        parse_config(sim_config_data(tmp_path, 1, search={"max_server_minutes": 30}))
+    with pytest.raises(ConfigError, match="max_launches"):
+        parse_config(sim_config_data(tmp_path, 1, search={"mode": "adaptive", "max_launches": 0}))
