@@ -75,6 +75,22 @@ def variant_columns(
     }
 
 
+def facts_columns(server: ServerSpec, facts: ServerFacts | None) -> dict[str, Any]:
+    """What the server said about itself and its GPUs (None: it was never started)."""
+    simulated = server.backend == "simulator"
+    if facts is None:
+        return {"simulated": simulated}
+    return {
+        "simulated": facts.simulated or simulated,
+        "sglang_version": facts.sglang_version,
+        "gpu_name": facts.gpu_name,
+        "gpu_count": facts.gpu_count,
+        "driver_version": facts.driver_version,
+        "gpu_host": facts.gpu_host,
+        "gpu_uuids": facts.gpu_uuids,
+    }
+
+
 def level_row(
     ctx: RunContext,
     server: ServerSpec,
@@ -89,13 +105,7 @@ def level_row(
     c = result.metrics.concurrency
     return {
         **ctx.identity(),
-        "simulated": facts.simulated or server.backend == "simulator",
-        "sglang_version": facts.sglang_version,
-        "gpu_name": facts.gpu_name,
-        "gpu_count": facts.gpu_count,
-        "driver_version": facts.driver_version,
-        "gpu_host": facts.gpu_host,
-        "gpu_uuids": facts.gpu_uuids,
+        **facts_columns(server, facts),
         **variant_columns(server, variant, cmd),
         "concurrency": c,
         "input_len": load.input_len,
@@ -124,19 +134,9 @@ def skipped_level_row(
     """A level an adaptive search chose not to measure: what would have run and why not,
     every metric null (no number is invented for it)."""
     now = datetime.now(UTC)
-    gpu = {} if facts is None else {
-        "simulated": facts.simulated or server.backend == "simulator",
-        "sglang_version": facts.sglang_version,
-        "gpu_name": facts.gpu_name,
-        "gpu_count": facts.gpu_count,
-        "driver_version": facts.driver_version,
-        "gpu_host": facts.gpu_host,
-        "gpu_uuids": facts.gpu_uuids,
-    }  # fmt: skip
     return {
         **ctx.identity(),
-        "simulated": server.backend == "simulator",
-        **gpu,
+        **facts_columns(server, facts),
         **variant_columns(server, variant, cmd),
         "concurrency": concurrency,
         "input_len": load.input_len,

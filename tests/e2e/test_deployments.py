@@ -36,6 +36,12 @@ def port_answers(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def artifact_keys(stack: PrefectStack, run_id: str) -> set[str]:
+    """The keys of the artifacts a flow run published."""
+    flt = {"artifacts": {"flow_run_id": {"any_": [run_id]}}}
+    return {a["key"] for a in stack.post("/artifacts/filter", flt)}
+
+
 def test_step_sweep_from_the_cli_watches_the_run_to_completion(prefect_stack: PrefectStack):
     # The deployment's defaults (from `specsweep deploy -c sweep.yaml`) plus one --param.
     proc = prefect_stack.cli(
@@ -77,12 +83,7 @@ def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: Prefect
     assert set(adaptive["variant"]) == {exported["variant"].iloc[0]}
     assert set(adaptive["status"]) == {"ok"}
     assert exported["adaptive_steps_share"].notna().all()
-    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
-    keys = {
-        a["key"]
-        for a in prefect_stack.post("/artifacts/filter", {"artifacts": {"flow_run_id": {
-            "any_": [run["id"]]}}})
-    }  # fmt: skip
+    keys = artifact_keys(prefect_stack, flow_run_id(proc.stdout))
     assert {"specsweep-answer", "specsweep-adaptive-export"} <= keys
 
 
@@ -106,12 +107,7 @@ def test_a_deployment_runs_an_adaptive_search(prefect_stack: PrefectStack, tmp_p
     assert runs.at["search-run", "search_stop"]  # why it stopped launching, kept with the run
     final = pd.read_parquet(tmp_path / "results" / "predictions" / "search-run")
     assert set(final["stage"]) >= {"final"} and final["predicted_hi"].notna().all()
-    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
-    keys = {
-        a["key"]
-        for a in prefect_stack.post("/artifacts/filter", {"artifacts": {"flow_run_id": {
-            "any_": [run["id"]]}}})
-    }  # fmt: skip
+    keys = artifact_keys(prefect_stack, flow_run_id(proc.stdout))
     assert "specsweep-search" in keys
 
 
