@@ -173,6 +173,13 @@ def next_step(
         ):
             return SearchStep(v, "resumed: launched before, levels missing", False, [])
 
+    base = next((v for v in candidates if v.is_baseline), None)
+    measured_ok = set(levels.loc[levels["status"] == "ok", "variant"])
+    if base is not None and base.label in tried - busy and base.label not in measured_ok:
+        # every ratio needs it: launching more would measure what nothing can be compared to
+        why = "stopped: the baseline measured no level, so no variant can be compared"
+        return SearchStep(None, why, True, [])
+
     def budget_spent() -> str | None:
         started = len(launched)
         if spec.max_launches is not None and started >= spec.max_launches:

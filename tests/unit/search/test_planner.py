@@ -228,3 +228,9 @@ def test_every_prediction_of_a_launch_was_made_before_it() -> None:
         tried.add(step.launch.label)
         run.measure(step.launch)
     assert checked >= 1
+
+
+def test_a_failed_baseline_stops_the_search_before_any_other_launch() -> None:
+    run = OfflineRun(PROFILES["default"], SearchSpec(mode="adaptive"))
+    step = next_step(run.spec, GRID, LEVELS, run.so_far(), {"baseline"})  # tried, no rows
+    assert step.launch is None and step.done and "baseline measured no level" in step.why
