@@ -65,17 +65,27 @@ Acceptance
     leave ``r`` free along a curve: predictions for other step counts are then wide.
 
 Prediction at level ``C``
-    ``thr = thr_b(C) * (B_s * alpha / T(B_s)) / (B_b / t_b(B_b))``: the ratio of per-batch
-    decode rates applied to the measured baseline throughput, so prefill and client
-    effects cancel. ``lo``/``hi``: the extremes over the acceptance region (and
-    ``gamma`` range) and the cost vertices, then widened multiplicatively by
-    ``sqrt(e_model**2 + e_base**2 + e_extra**2)``: ``e_base`` the baseline's measured
-    relative interval (``output_throughput_lo/_hi``, else 3%), ``e_model`` the model's own
-    95% relative error measured on the data (leave-one-variant-out cycle-time errors of
-    the cost fit, distance to the held-out range; 2x their RMS, floored at 3%, 8% with
-    fewer than three variants; combined with a 2% acceptance floor), ``e_extra`` 5% per
-    doubling of ``B`` beyond the largest measured speculative batch (the knee the data
-    did not show) plus 3% per step beyond the deepest measured draft position.
+    The variant's decode rate (tokens per ms for the batch) is ``B_s * alpha / T(B_s)``.
+    How a decode rate becomes output throughput at that level is itself fitted on what
+    was measured there: ``1/thr = a_C + beta_C / rate`` over the baseline and every
+    measured variant of the level (least squares; through the origin when ``a_C`` comes
+    out negative; proportional to the baseline's when it is the only point). A closed
+    loop does not turn a faster decode into proportionally more throughput (prefill, the
+    wait for the next cycle and the client's time between requests do not shrink with
+    it): on the simulator the proportional rule over-predicted by 2-5% at ``c >= 2``, the
+    fitted map by -0.2% to +0.1% (median over the unlaunched variants of three profiles).
+    ``lo``/``hi``: the extremes over the acceptance region (and ``gamma`` range) and the
+    cost vertices, then widened multiplicatively by
+    ``sqrt(e_model**2 + e_base**2 + e_extra**2)``: ``e_model`` the model's own 95%
+    relative error measured on the data (leave-one-variant-out cycle-time errors of the
+    cost fit, distance to the held-out range, 2x their RMS, floored at 1.5% from five
+    variants on, 3% with three or four, 8% with fewer; a 2% acceptance floor; and 2x the
+    RMS residual of the throughput maps fitted on three or more points), ``e_base`` the
+    baseline's measured relative interval (``output_throughput_lo/_hi``, else 3%) where
+    the level's map rests on fewer than three points (with more, their scatter is in
+    ``e_model``), ``e_extra`` 5% per doubling of ``B`` beyond the largest measured
+    speculative batch (the knee the data did not show) plus 3% per step beyond the
+    deepest measured draft position.
 
 What it does not cover (``predict`` returns ``None``): adaptive and NGRAM variants, a
 different algorithm, draft model or spec-v2 setting than the measured speculative
@@ -106,7 +116,9 @@ _SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 _KNEES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 _COST_NAMES = ("o_ms", "d0_ms", "d1_ms", "kappa_ms", "m_ms", "knee_ms")
 _BASE_REL = 0.03  # baseline interval when the level has none
-_COST_FLOOR = 0.03  # smallest 95% relative model error allowed
+_COST_FLOOR = 0.03  # smallest 95% relative model error allowed (3 or 4 variants)
+_COST_FLOOR_MANY = 0.015  # the same once 5 variants (tens of held-out points) measure it
+_MANY = 5
 _COST_PRIOR = 0.08  # the same with fewer than three variants to measure it on
 _ACC_FLOOR = 0.02
 _EXTRAP_B = 0.05  # per doubling of B beyond the measured speculative batches
@@ -427,6 +439,9 @@ class SpecModel:
         self._acc: _Acc | None = None
         self._e_cost = _COST_PRIOR
         self._e_acc = _ACC_FLOOR
+        self._map: dict[int, tuple[float, float]] = {}  # level -> (a, beta): thr from rate
+        self._map_points: dict[int, int] = {}  # level -> measured points the map was fitted on
+        self._e_map = 0.0
         self._max_b = 0.0
         self._mrr: int | None = None
         self._measured: dict[str, Any] = {}
@@ -519,6 +534,41 @@ class SpecModel:
         self._mrr = mrr if mrr is not None else self._mrr
         self._fit_accept(spec, requests)
         self._fit_cost_points(spec)
+        self._fit_throughput_map(spec)
+
+    def _fit_throughput_map(self, spec: pd.DataFrame) -> None:
+        """Per level, how a decode rate becomes output throughput: 1/thr = a + beta/rate.
+
+        A closed loop does not turn a faster decode into proportionally more throughput:
+        prefill, the wait for the next cycle and the client's time between requests do not
+        shrink with it (on the simulator the proportional rule over-predicted by 2-5% at
+        c >= 2). Fitted on the baseline and the measured variants at that level (a = 0,
+        through the origin, when the free fit gives a < 0); one point: proportional."""
+        resid: list[float] = []
+        for c, base in self._base.items():
+            if not base.step_ms > 0:
+                continue
+            pts = [(base.step_ms / base.batch, 1.0 / base.thr)]
+            for _, row in spec[spec["concurrency"] == c].iterrows():
+                rate = float(row["decode_tok_s_per_stream"])
+                b = self._batch(c, row.get("max_running_requests"))
+                thr = float(row["output_throughput"])
+                if rate > 0 and thr > 0:
+                    pts.append((1000.0 / (rate * b), 1.0 / thr))
+            x, y = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+            a, beta = 0.0, float(y[0] / x[0])
+            if len(pts) >= 2:
+                beta, a = (float(v) for v in np.polyfit(x, y, 1))  # slope, intercept
+                if a < 0 or beta <= 0:
+                    a, beta = 0.0, float((x @ y) / (x @ x))
+            self._map[c] = (a, beta)
+            self._map_points[c] = len(pts)
+            if len(pts) >= 3:
+                fitted = a + beta * x
+                scale = math.sqrt(len(pts) / (len(pts) - 2))
+                resid += list((y / fitted - 1.0) * scale)
+        if resid:
+            self._e_map = 2.0 * math.sqrt(float(np.mean(np.square(resid))))
 
     def _group_suffix(self, spec: pd.DataFrame, ok: pd.DataFrame) -> str | None:
         """The measured variants' settings_suffix (extra_args/env) when their labels carry
@@ -639,9 +689,11 @@ class SpecModel:
         self._measured["topks"] = sorted({int(k) for k in pts["k"]})
         self._measured["points"] = len(pts)
         loo = self._cost.loo
-        if len(set(pts["label"])) >= 3 and loo:
+        variants = len(set(pts["label"]))
+        if variants >= 3 and loo:
             rms = math.sqrt(float(np.mean(np.square(loo))))
-            self._e_cost = max(_COST_FLOOR, 2.0 * rms, 2.0 * self._cost.rel_rms)
+            floor = _COST_FLOOR_MANY if variants >= _MANY else _COST_FLOOR
+            self._e_cost = max(floor, 2.0 * rms, 2.0 * self._cost.rel_rms)
         else:
             self._e_cost = max(_COST_PRIOR, 2.0 * self._cost.rel_rms)
 
@@ -711,9 +763,11 @@ class SpecModel:
         excess = self._cost.vertices @ x
         ex_c = float(excess.mean())
         rate_b = base.batch / base_step
+        a_map, beta = self._map.get(int(concurrency), (0.0, rate_b / base.thr))
 
         def thr(alpha: float, ex: float) -> float:
-            return base.thr * (b * alpha / (tb + max(ex, 0.0))) / rate_b
+            rate = b * alpha / (tb + max(ex, 0.0))  # tokens per ms, the whole batch
+            return 1.0 / (a_map + beta / rate)
 
         value = thr(alpha_c, ex_c)
         lo = thr(float(alphas.min()), float(excess.max()))
@@ -722,9 +776,14 @@ class SpecModel:
         if self._max_b > 0 and b > self._max_b:
             extra += _EXTRAP_B * math.log2(b / self._max_b)
         extra += _EXTRAP_DEPTH * max(0, min(s, n - 1) - self._acc.max_depth)
-        e_model = math.hypot(self._e_cost, self._e_acc)
-        e_lo = math.sqrt(e_model**2 + ((base.thr - base.lo) / base.thr) ** 2 + extra**2)
-        e_hi = math.sqrt(e_model**2 + ((base.hi - base.thr) / base.thr) ** 2 + extra**2)
+        e_model = math.sqrt(self._e_cost**2 + self._e_acc**2 + self._e_map**2)
+        # the baseline's own noise, unless the level's map was fitted on three or more
+        # measured points: then their scatter is in e_map and no one point carries it
+        fitted = self._map_points.get(int(concurrency), 1) >= 3
+        b_lo = 0.0 if fitted else (base.thr - base.lo) / base.thr
+        b_hi = 0.0 if fitted else (base.hi - base.thr) / base.thr
+        e_lo = math.sqrt(e_model**2 + b_lo**2 + extra**2)
+        e_hi = math.sqrt(e_model**2 + b_hi**2 + extra**2)
         return Predicted(
             value=value,
             lo=min(lo, value) * max(1.0 - e_lo, 0.05),
@@ -791,5 +850,10 @@ class SpecModel:
                 "chi2_min": round(a.chi2_min, 3),
                 "dof": a.dof,
             }
-        out["errors"] = {"cost_rel95": round(self._e_cost, 5), "accept_rel95": self._e_acc}
+        out["errors"] = {
+            "cost_rel95": round(self._e_cost, 5),
+            "accept_rel95": self._e_acc,
+            "throughput_map_rel95": round(self._e_map, 5),
+        }
+        out["throughput_map"] = {str(c): [a, b] for c, (a, b) in sorted(self._map.items())}
         return out

@@ -89,16 +89,18 @@ class RunSoFar:
         return total
 
 
-# The best's own interval counts up to this much: a launch must be able to beat the best
-# by more than the margin beyond what the best's measurement resolves, else the answer
-# would call the two a near-tie; a very noisy best must not stop the search on its own.
+# A measured lead counts (is not a near-tie) when its 95% lower bound clears 1 + margin; the
+# lead's interval combines two measurements' (docs/metrics.md). A variant measured as
+# noisily as the best must therefore lead by exp(sqrt(2) * h) beyond the margin, h the
+# best's relative half-width, capped here so that a very noisy best cannot stop the search
+# on its own (and set to 0 where the level has no interval).
 RESOLUTION_CAP = 0.03
 
 
 def best_measured(levels: pd.DataFrame) -> dict[int, tuple[float, str]]:
-    """Per level: the bar a variant must clear to change the answer there (the highest
-    measured output throughput, raised by its 95% half-width up to RESOLUTION_CAP), and
-    the variant that set it."""
+    """Per level: the bar a variant must clear to change the answer there, before the
+    margin (the highest measured output throughput, raised by what separates a lead from
+    a near-tie at that level's noise), and the variant that set it."""
     ok = answer_rows(levels)
     ok = ok[ok["status"] == "ok"]
     out: dict[int, tuple[float, str]] = {}
@@ -107,7 +109,8 @@ def best_measured(levels: pd.DataFrame) -> dict[int, tuple[float, str]]:
         value = float(top["output_throughput"])
         hi = top.get("output_throughput_hi")
         half = (float(hi) / value - 1.0) if hi is not None and not pd.isna(hi) else 0.0
-        out[int(c)] = (value * (1.0 + min(max(half, 0.0), RESOLUTION_CAP)), str(top["variant"]))
+        resolution = math.exp(math.sqrt(2.0) * min(max(half, 0.0), RESOLUTION_CAP))
+        out[int(c)] = (value * resolution, str(top["variant"]))
     return out
 
 
@@ -137,7 +140,7 @@ def _standing(
 
 
 def _outlook(s: Standing) -> str:
-    return f"upper bound {s.upper:.2f}x of the best measured (its 95% upper end) at c={s.at}"
+    return f"upper bound {s.upper:.2f}x of a clear lead over the best measured at c={s.at}"
 
 
 def next_step(
@@ -231,8 +234,8 @@ def next_step(
         return SearchStep(None, "waiting for the variants in flight", False, standings)
     highest = max(open_, key=lambda s: s.upper) if open_ else None
     why = (
-        f"no unmeasured variant's upper bound beats the best measured (its 95% upper end) "
-        f"by more than {spec.margin:.0%} at any level"
+        f"no unmeasured variant's upper bound leads the best measured by more than "
+        f"{spec.margin:.0%} at any level"
         + (f" (highest: {highest.variant.label}, {_outlook(highest)})" if highest else "")
     )
     return SearchStep(None, why, True, standings, _fit_on(model))
@@ -256,8 +259,8 @@ def not_launched_reason(s: Standing, stop: str) -> str:
     if stop.startswith("budget spent"):
         return f"not launched: {stop}; its {_outlook(s)}"
     return (
-        f"predicted at most {s.upper:.2f}x of the best at every level (95% upper bounds "
-        f"against the best's upper end; closest at c={s.at})"
+        f"predicted at most {s.upper:.2f}x of a clear lead over the best at every level "
+        f"(95% upper bounds; closest at c={s.at})"
     )
 
 

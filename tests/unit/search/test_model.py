@@ -343,3 +343,42 @@ def test_named_variants_are_matched_on_their_stored_settings() -> None:
     assert model.predict(variant(2, name="mid", extra_args=args), 4) is not None
     assert model.predict(variant(2, name="mid"), 4) is None
     assert model.predict(variant(2, extra_args=args, env={"X": "1"}), 4) is None
+
+
+def test_a_closed_loops_throughput_map_is_fitted_per_level() -> None:
+    """Throughput that is not proportional to the decode rate (a fixed time per request
+    that a faster decode does not shrink: 1/thr = a + 1/(B * rate)) is predicted from the
+    level's own measurements; the proportional rule would over-predict the fast variants."""
+    gap_s = 0.004  # per output token of a request: prefill, the client's turn-around
+
+    def thr_of(rate_per_stream: float, b: int) -> float:
+        return 1.0 / (gap_s / b + 1.0 / (b * rate_per_stream))
+
+    measured = [variant(1), variant(3), variant(8), variant(3, 2, 7)]
+    rows = []
+    for v in [variant(None), *measured]:
+        for c in LEVELS:
+            b = min(c, MRR)
+            cycle = t_base(b) if v.is_baseline else true_cycle(v, b)
+            alpha = 1.0 if v.is_baseline else true_alpha(v)
+            per_stream = 1000.0 * alpha / cycle
+            rows.append(row(v, c, thr_of(per_stream, b), per_stream, None if v.is_baseline
+                            else alpha))  # fmt: skip
+    model = SpecModel.fit(pd.DataFrame(rows))
+    held_out = variant(5)
+    over = []
+    for c in LEVELS:
+        b = min(c, MRR)
+        truth = thr_of(1000.0 * true_alpha(held_out) / true_cycle(held_out, b), b)
+        p = model.predict(held_out, c)
+        assert p is not None and p.lo <= truth <= p.hi
+        assert abs(p.value / truth - 1) < 0.01, (c, p.value, truth)
+        proportional = (
+            thr_of(1000.0 / t_base(b), b)
+            * true_alpha(held_out)
+            * t_base(b)
+            / (true_cycle(held_out, b))
+        )
+        over.append(proportional / truth - 1)
+    assert max(over) > 0.02, over  # what the map corrects
+    assert all(a > 0 for a, _ in model.describe()["throughput_map"].values())
