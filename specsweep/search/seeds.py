@@ -41,6 +41,6 @@ def search_plan_text(spec: SearchSpec, candidates: list[Variant]) -> str:
     )
     return (
         f"search: adaptive over these {len(candidates)} variants: {first} first, then the "
-        f"one whose predicted upper bound beats the best measured by the most (more than "
-        f"{spec.margin:.0%}); {bound}{skips}"
+        f"one whose predicted upper bound leads the best measured by the most (a clear lead: "
+        f"more than {spec.margin:.0%} beyond the noise); {bound}{skips}"
     )
