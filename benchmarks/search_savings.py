@@ -64,13 +64,45 @@ benchmarks/adaptive_policy.py: ``--stream-interval 8`` on every server, and time
 (``SPECSWEEP_SIM_TIME_SCALE``) until a baseline decode step at c=1 lasts 0.5 ms of wall
 time; throughputs are printed in simulated tok/s.
 
-    .venv/bin/python benchmarks/search_savings.py                       # ~35 min, 2 CPUs
-    .venv/bin/python benchmarks/search_savings.py --quick               # 1 4 16 64, ~12 min
+    .venv/bin/python benchmarks/search_savings.py                       # ~37 min, 2 CPUs
+    .venv/bin/python benchmarks/search_savings.py --quick   # 1 4 16 64, steps 1 2 4 8: untimed
     .venv/bin/python benchmarks/search_savings.py --profiles default --modes grid \\
         --num-steps 1 2 3 --topk 1 2 --quick --out /tmp/ss                # a small grid
     .venv/bin/python benchmarks/search_savings.py --out /tmp/ss --analyse-only   # re-print
 
-Measured on <date>: (filled in below after the final run)
+Measured on 2026-12-02, 2 CPUs shared with other work, specsweep at d5cabfe (the default
+command, 2201 s wall: grids 564 + 355 + 1016 s, adaptive runs 80 + 141 + 42 s; exit 1):
+
+    profile       mode      launches  server-held s  share  levels ok/skipped  best  pivots
+    default       grid      25        511            100%   175/0              -     -
+    default       adaptive  9         59             11.5%  42/21              7/7   8/8 (1 bracket)
+    cheap-verify  grid      25        316            100%   175/0              -     -
+    cheap-verify  adaptive  12        118            37.5%  76/8               7/7   11/11
+    weak-drafter  grid      25        990            100%   175/0              -     -
+    weak-drafter  adaptive  5         27             2.7%   15/20              7/7   4/4
+
+    default PASS (11.5%), cheap-verify FAIL (37.5% > 35%, the answer agrees), weak-drafter
+    PASS (2.7%). Projection at 8.5 min per launch (not measured): 24.3%, 43.3%, 9.2%.
+
+- Every level's best agrees: 20 of 21 the same variant, cheap-verify c=8 inside the grid's
+  near-tie set (s3k1d4 against s2k1d3). The `choice` column (what a policy runs) agrees at
+  20 of 21 levels (cheap-verify c=1: s3k1d4 against the grid's s2k2d5, both inside a
+  12-variant near-tie). Pivots: 22 of 23 the same kind and range; one bracket (default
+  s1k1d2: inconclusive between c=2 and 8 in the grid, crossing at c~3.45 adaptively).
+- cheap-verify misses the goal by launches, not by levels: 12 of 25, of which only the two
+  chain seeds (s1k1d2, s8k1d9) were neither the grid's best nor tied with it at some level.
+  At c=1, 2 and 4 the grid itself ties 12, 9 and 8 variants with its best (one pass of 8
+  requests leaves speculative levels at c=1-2 +-5-19%), so the stop rule (a candidate's
+  upper bound against the best's own upper end) cannot rule them out unlaunched.
+- The model's before-launch predictions were within a median 2.0-2.7% and inside
+  [predicted_lo, predicted_hi] at 98 of 98 variant-levels. The second chain seed (s8k1d9,
+  predicted from the baseline and s1k1d2 alone) read -51 to -53% (-26% on weak-drafter)
+  with a half-width 3.5x its value. Where speculation wins, the rest read high (signed
+  median +1.5%, 70-84% of errors positive; +2-7% at c >= 2 in the first run).
+- The first full run (a8c63ce, 2021 s) used 2 passes of max(16, c) requests: default PASS
+  18.2%, weak-drafter PASS 4.6%, cheap-verify FAIL 49.2% (answers agreeing everywhere); its
+  one-wave passes at c >= 16 gave +-10-30% intervals, so the grid called the baseline a
+  near-tie of a 1.15x winner at c=16-64 and the search skipped no level on cheap-verify.
 """
 
 from __future__ import annotations
@@ -325,6 +357,7 @@ class ModeResult:
     failure: str | None = None
     answer: Any = None
     launches: int = 0
+    launched: list[str] = field(default_factory=list)
     held_s: float = 0.0
     benchmark_s: float = 0.0
     launch_s: float = 0.0
@@ -354,7 +387,8 @@ def analyse(meta: dict[str, Any], results_dir: Path, key: str, mode: str) -> Mod
         return r
     store = ResultsStore(results_dir)
     files = store.read_phase_files(r.run_id)
-    r.launches = len({variant for variant, _, _ in files})
+    r.launched = sorted({variant for variant, _, _ in files})
+    r.launches = len(r.launched)
     for _, _, ph in files:
         if "held_from_unix" in ph and "held_until_unix" in ph:
             r.held_s += ph["held_until_unix"] - ph["held_from_unix"]
@@ -644,6 +678,16 @@ def profile_report(
     if adapt is not None:
         out.append("")
         out.append(f"Adaptive search stop: {adapt.search_stop or '(none recorded)'}")
+        if grid is not None and grid.answer is not None and adapt.launched:
+            g = grid.answer.best
+            mattered = set(g["best_variant"].dropna()) | {
+                t.strip() for x in g["tied"].dropna() for t in str(x).split(",")
+            }
+            idle = [short(v) for v in adapt.launched if v not in mattered and v != "baseline"]
+            out.append(
+                f"Launched but neither the grid's best nor tied with it at any level "
+                f"({len(idle)} of {adapt.launches}): {', '.join(idle) or 'none'}"
+            )
         if adapt.not_launched:
             out.append(f"Not launched ({len(adapt.not_launched)}):")
             for v, reason in adapt.not_launched:
