@@ -65,44 +65,54 @@ benchmarks/adaptive_policy.py: ``--stream-interval 8`` on every server, and time
 time; throughputs are printed in simulated tok/s.
 
     .venv/bin/python benchmarks/search_savings.py                       # ~37 min, 2 CPUs
+    .venv/bin/python benchmarks/search_savings.py --modes adaptive --out DIR  # ~4 min: the
+                                                  # adaptive runs against DIR's stored grids
     .venv/bin/python benchmarks/search_savings.py --quick   # 1 4 16 64, steps 1 2 4 8: untimed
     .venv/bin/python benchmarks/search_savings.py --profiles default --modes grid \\
         --num-steps 1 2 3 --topk 1 2 --quick --out /tmp/ss                # a small grid
     .venv/bin/python benchmarks/search_savings.py --out /tmp/ss --analyse-only   # re-print
 
-Measured on 2026-12-02, 2 CPUs shared with other work, specsweep at d5cabfe (the default
-command, 2201 s wall: grids 564 + 355 + 1016 s, adaptive runs 80 + 141 + 42 s; exit 1):
+Measured on 2026-12-02, 2 CPUs. Grids: specsweep at d5cabfe (the default command, grids
+564 + 355 + 1016 s wall). Adaptive: specsweep at 538e833, `--modes adaptive --out` the same
+directory (230 s wall for the three), after the search's model got its per-level
+throughput map and the stop rule its "clear lead" bar (6db2231):
 
     profile       mode      launches  server-held s  share  levels ok/skipped  best  pivots
     default       grid      25        511            100%   175/0              -     -
-    default       adaptive  9         59             11.5%  42/21              7/7   8/8 (1 bracket)
+    default       adaptive  7         51             9.9%   34/15              7/7   6/6 (1 bracket)
     cheap-verify  grid      25        316            100%   175/0              -     -
-    cheap-verify  adaptive  12        118            37.5%  76/8               7/7   11/11
+    cheap-verify  adaptive  9         94             29.9%  58/5               7/7   8/8
     weak-drafter  grid      25        990            100%   175/0              -     -
-    weak-drafter  adaptive  5         27             2.7%   15/20              7/7   4/4
+    weak-drafter  adaptive  4         24             2.4%   13/15              7/7   3/3
 
-    default PASS (11.5%), cheap-verify FAIL (37.5% > 35%, the answer agrees), weak-drafter
-    PASS (2.7%). Projection at 8.5 min per launch (not measured): 24.3%, 43.3%, 9.2%.
+    default PASS (9.9%), cheap-verify PASS (29.9%), weak-drafter PASS (2.4%). Projection at
+    8.5 min per launch (not measured): 19.4%, 33.1%, 7.5%.
 
 - Every level's best agrees: 20 of 21 the same variant, cheap-verify c=8 inside the grid's
-  near-tie set (s3k1d4 against s2k1d3). The `choice` column (what a policy runs) agrees at
-  20 of 21 levels (cheap-verify c=1: s3k1d4 against the grid's s2k2d5, both inside a
-  12-variant near-tie). Pivots: 22 of 23 the same kind and range; one bracket (default
-  s1k1d2: inconclusive between c=2 and 8 in the grid, crossing at c~3.45 adaptively).
-- cheap-verify misses the goal by launches, not by levels: 12 of 25, of which only the two
-  chain seeds (s1k1d2, s8k1d9) were neither the grid's best nor tied with it at some level.
-  At c=1, 2 and 4 the grid itself ties 12, 9 and 8 variants with its best (one pass of 8
-  requests leaves speculative levels at c=1-2 +-5-19%), so the stop rule (a candidate's
-  upper bound against the best's own upper end) cannot rule them out unlaunched.
-- The model's before-launch predictions were within a median 2.0-2.7% and inside
-  [predicted_lo, predicted_hi] at 98 of 98 variant-levels. The second chain seed (s8k1d9,
-  predicted from the baseline and s1k1d2 alone) read -51 to -53% (-26% on weak-drafter)
-  with a half-width 3.5x its value. Where speculation wins, the rest read high (signed
-  median +1.5%, 70-84% of errors positive; +2-7% at c >= 2 in the first run).
-- The first full run (a8c63ce, 2021 s) used 2 passes of max(16, c) requests: default PASS
-  18.2%, weak-drafter PASS 4.6%, cheap-verify FAIL 49.2% (answers agreeing everywhere); its
-  one-wave passes at c >= 16 gave +-10-30% intervals, so the grid called the baseline a
-  near-tie of a 1.15x winner at c=16-64 and the search skipped no level on cheap-verify.
+  near-tie set (s3k1d4 against s2k1d3). The `choice` column (the simplest of a near-tie:
+  what a policy runs) differs at 3 of 21 levels, each a level the grid itself calls a
+  near-tie: default c=2 (s2k1d3 against the grid's s1k1d2) and c=4 (s2k1d3 against the
+  baseline), cheap-verify c=1 (s2k1d3 against s2k2d5). Default's two: both runs measured
+  both variants, so the runs' own noise decided which near-tie the simplest rule saw.
+  cheap-verify c=1: the grid's choice s2k2d5 was not launched (it could at most tie), and
+  the adaptive run found the simpler s2k1d3 inside its near-tie where the grid had not.
+- The model's before-launch predictions: median |error| 1.4% (default), 1.7%
+  (cheap-verify), 12.3% (weak-drafter, 4 points); every measurement inside [predicted_lo,
+  predicted_hi] (70 of 70). The second chain seed (s8k1d9, predicted from the baseline and
+  s1k1d2 alone) reads about -51% with a half-width over 3x its value: it launches anyway.
+- Launched although neither the grid's best nor tied with it at any level: the seeds, and
+  s6k4d16 (default) and s2k4d9 (weak-drafter), the first trees of their top-k, which no
+  model can rule out before one tree of that width is measured.
+
+Earlier runs, the same command:
+- at d5cabfe (the proportional rate-to-throughput rule, a bar at the best's upper end):
+  default PASS 11.5% (9 launches), weak-drafter PASS 2.7% (5), cheap-verify FAIL 37.5% (12
+  launches, answers agreeing). Its before-launch predictions read high where speculation
+  wins (signed median +1.5%, 70-84% of errors positive): the fix was the per-level map.
+- at a8c63ce with 2 passes of max(16, c) requests: default PASS 18.2%, weak-drafter PASS
+  4.6%, cheap-verify FAIL 49.2%; its one-wave passes at c >= 16 gave +-10-30% intervals,
+  so the grid called the baseline a near-tie of a 1.15x winner at c=16-64 and the search
+  skipped no level on cheap-verify.
 """
 
 from __future__ import annotations
