@@ -105,7 +105,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -114,10 +113,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # simbench.py beside this file
 sys.path.insert(0, str(ROOT))
+
+from simbench import WEAK_DRAFTER, free_port, profile_ref, say  # noqa: E402
 
 from specsweep.analysis.adaptive_export import adaptive_mask, chain_mask  # noqa: E402
 from specsweep.analysis.adaptive_verify import parse_shares  # noqa: E402
@@ -174,38 +175,10 @@ CASES = {
             "`extends: default` with acceptance.p 0.30 (default 0.85): a draft head trained "
             "on another distribution accepts 30% of first draft tokens, so every chain "
             "costs more than its accepted drafts save at every level",
-            file={
-                "name": "weak-drafter",
-                "extends": "default",
-                "description": "default's timing with a weak drafter (acceptance.p 0.30)",
-                "assumptions": "As default, except that the draft head accepts 30% of first "
-                "draft tokens (decay 0.85 per depth, as default).",
-                "acceptance": {"p": 0.30},
-            },
+            file=WEAK_DRAFTER,
         ),
     )
 }
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def profile_ref(case: Case, out: Path) -> str:
-    """SPECSWEEP_SIM_PROFILE for the case: a bundled name, or the file written to out."""
-    if case.file is None:
-        assert case.profile is not None
-        return case.profile
-    path = out / "profiles" / f"{case.key}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(case.file, sort_keys=False))
-    return str(path)
 
 
 def time_scale(ref: str, levels: list[int], args: argparse.Namespace) -> float:

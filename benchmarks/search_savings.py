@@ -121,7 +121,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -132,10 +131,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # simbench.py beside this file
 sys.path.insert(0, str(ROOT))
+
+from simbench import WEAK_DRAFTER, free_port, profile_ref, say  # noqa: E402
 
 from specsweep.config.file import parse_config  # noqa: E402
 from specsweep.sim.perf_model import (  # noqa: E402
@@ -201,38 +202,10 @@ CASES = {
             "always-loses",
             "`extends: default` with acceptance.p 0.30 (default 0.85): a draft head trained "
             "on another distribution; no variant beats the baseline at any level",
-            file={
-                "name": "weak-drafter",
-                "extends": "default",
-                "description": "default's timing with a weak drafter (acceptance.p 0.30)",
-                "assumptions": "As default, except that the draft head accepts 30% of first "
-                "draft tokens (decay 0.85 per depth, as default).",
-                "acceptance": {"p": 0.30},
-            },
+            file=WEAK_DRAFTER,
         ),
     )
 }
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def profile_ref(case: Case, out: Path) -> str:
-    """SPECSWEEP_SIM_PROFILE for the case: a bundled name, or the file written to out."""
-    if case.file is None:
-        assert case.profile is not None
-        return case.profile
-    path = out / "profiles" / f"{case.key}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(case.file, sort_keys=False))
-    return str(path)
 
 
 def grid_specs(args: argparse.Namespace) -> list[SpecConfig]:
