@@ -155,9 +155,17 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.stop()
 
 
+# The e2e tests on the Prefect server backed by PostgreSQL (pg_prefect); the others share
+# the SQLite-backed one (prefect_stack).
+_ON_POSTGRES = ("tests/e2e/test_fleet.py", "tests/e2e/test_postgres_server.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With `-n`, the e2e tests share one worker: their Prefect server and PostgreSQL
-    cluster start once."""
+    """With `-n`, the e2e tests of one Prefect server share a worker, so that server (and
+    the PostgreSQL cluster) starts once; the two servers' groups run on different workers
+    instead of one worker carrying every e2e test."""
     for item in items:
-        if item.nodeid.startswith("tests/e2e/"):
+        if item.nodeid.startswith(_ON_POSTGRES):
+            item.add_marker(pytest.mark.xdist_group("e2e-postgres"))
+        elif item.nodeid.startswith("tests/e2e/"):
             item.add_marker(pytest.mark.xdist_group("e2e"))
