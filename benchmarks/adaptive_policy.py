@@ -118,14 +118,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # simbench.py beside this file
 sys.path.insert(0, str(ROOT))
 
-from simbench import WEAK_DRAFTER, free_port, profile_ref, say  # noqa: E402
+from simbench import (  # noqa: E402
+    WEAK_DRAFTER,
+    code_state,
+    free_port,
+    profile_ref,
+    run_sweep,
+    say,
+    time_scale,
+)
 
 from specsweep.analysis.adaptive_export import adaptive_mask, chain_mask  # noqa: E402
 from specsweep.analysis.adaptive_verify import parse_shares  # noqa: E402
 from specsweep.config.file import parse_config  # noqa: E402
 from specsweep.sim.perf_model import (  # noqa: E402
     SpecConfig,
-    baseline_step_ms,
     steady_state_throughput,
 )
 from specsweep.sim.profiles import get_profile  # noqa: E402
@@ -179,19 +186,6 @@ CASES = {
         ),
     )
 }
-
-
-def time_scale(ref: str, levels: list[int], args: argparse.Namespace) -> float:
-    """As fast as the machine allows: a baseline decode step at c=1 lasts at least
-    --min-step-ms of wall time (the event loop's and the client's own costs stay small
-    beside it), and the baseline at the top level streams at most --rate chunks per wall
-    second (one chunk per --stream-interval steps per request)."""
-    if args.time_scale:
-        return args.time_scale
-    profile = get_profile(ref)
-    top = steady_state_throughput(profile, max(levels), None, 64) / args.stream_interval
-    scale = max(top / args.rate, args.min_step_ms / baseline_step_ms(profile, 1))
-    return math.ceil(float(f"{scale:.3g}") * 100) / 100
 
 
 def requests_per_stream(ref: str, levels: list[int], scale: float, args: argparse.Namespace) -> int:
@@ -296,19 +290,6 @@ def steps0_sentence(table: pd.DataFrame) -> str | None:
         f"server without speculation ({cost.min():+.1%} to {cost.max():+.1%}); if your load "
         f"stays {advice}, run without it"
     )
-
-
-def run_sweep(config: Any) -> tuple[str | None, str | None]:
-    """(run id, failure) of one matrix sweep in this process."""
-    from flows.matrix_sweep import matrix_sweep
-    from flows.target_lock import ensure_target_limit, target_lock_name
-    from specsweep.errors import SweepFailed
-
-    ensure_target_limit(target_lock_name(config))
-    try:
-        return matrix_sweep(config)["run_id"], None
-    except SweepFailed as exc:
-        return exc.run_id, str(exc)
 
 
 # ---- analysis ---------------------------------------------------------------------------
@@ -626,23 +607,6 @@ def report(result: CaseResult) -> str:
     return "\n".join(out)
 
 
-def code_state() -> str:
-    """The commit measured, and whether the code under test had uncommitted changes."""
-    import subprocess
-
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "specsweep", "flows", "tasks").splitlines()
-    if not dirty:
-        return f"specsweep at {head}"
-    return f"specsweep at {head} plus uncommitted changes to " + ", ".join(
-        line[3:] for line in dirty
-    )
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", nargs="+", choices=list(CASES), default=list(CASES))
@@ -682,7 +646,7 @@ def main() -> int:
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(out / "prefect"))  # its own ephemeral DB
     started = time.monotonic()
-    state = code_state()
+    state = code_state(ROOT)
     results = []
     for key in args.profiles:
         case = CASES[key]

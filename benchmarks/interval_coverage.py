@@ -104,6 +104,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # simbench.py beside this file
+
+from simbench import code_state  # noqa: E402
 
 from specsweep.config import LoadSpec  # noqa: E402
 from specsweep.loadgen.metrics import LevelMetrics  # noqa: E402
@@ -429,22 +432,6 @@ def table(cells: list[Cell]) -> list[str]:
     return lines
 
 
-def code_state() -> str:
-    """The commit measured, and whether the code under test had uncommitted changes."""
-
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True)
-        return done.stdout.rstrip()  # not strip: porcelain lines start with a space
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "specsweep").splitlines()
-    if not dirty:
-        return f"specsweep at {head}"
-    return f"specsweep at {head} plus uncommitted changes to " + ", ".join(
-        line[3:] for line in dirty
-    )
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", type=int, nargs="+", help=f"concurrency (default {LEVELS})")
@@ -487,7 +474,7 @@ def main() -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="specsweep-interval-coverage-"))
     out.mkdir(parents=True, exist_ok=True)
 
-    state = code_state()
+    state = code_state(ROOT, ("specsweep",))
     clock = time.monotonic()
     say(
         f"levels {args.levels}, servers {args.servers}, {args.repeats} repeats, "

@@ -136,12 +136,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # simbench.py beside this file
 sys.path.insert(0, str(ROOT))
 
-from simbench import WEAK_DRAFTER, free_port, profile_ref, say  # noqa: E402
+from simbench import (  # noqa: E402
+    WEAK_DRAFTER,
+    code_state,
+    free_port,
+    profile_ref,
+    run_sweep,
+    say,
+    time_scale,
+)
 
 from specsweep.config.file import parse_config  # noqa: E402
 from specsweep.sim.perf_model import (  # noqa: E402
     SpecConfig,
-    baseline_step_ms,
     steady_state_throughput,
 )
 from specsweep.sim.profiles import get_profile  # noqa: E402
@@ -252,18 +259,6 @@ def model_check(
     return ok, [head, *lines]
 
 
-def time_scale(ref: str, levels: list[int], args: argparse.Namespace) -> float:
-    """As benchmarks/adaptive_policy.py: a baseline decode step at c=1 lasts at least
-    --min-step-ms of wall time, and the baseline at the top level streams at most --rate
-    chunks per wall second."""
-    if args.time_scale:
-        return args.time_scale
-    profile = get_profile(ref)
-    top = steady_state_throughput(profile, max(levels), None, MRR) / args.stream_interval
-    scale = max(top / args.rate, args.min_step_ms / baseline_step_ms(profile, 1))
-    return math.ceil(float(f"{scale:.3g}") * 100) / 100
-
-
 def sweep_data(
     case: Case, mode: str, args: argparse.Namespace, out: Path, ref: str, scale: float,
     levels: list[int],
@@ -310,18 +305,11 @@ def sweep_data(
     }
 
 
-def run_sweep(config: Any) -> tuple[str | None, str | None]:
-    """(run id, failure) of one matrix sweep in this process."""
-    from flows.matrix_sweep import matrix_sweep
-    from flows.target_lock import ensure_target_limit, target_lock_name
-    from specsweep.errors import SweepFailed
-
-    ensure_target_limit(target_lock_name(config))
+def run_sweep_reporting(config: Any) -> tuple[str | None, str | None]:
+    """simbench.run_sweep, and the search under test raising: reported, the rest measured."""
     try:
-        return matrix_sweep(config)["run_id"], None
-    except SweepFailed as exc:
-        return exc.run_id, str(exc)
-    except Exception as exc:  # the search under test raising: report it, measure the rest
+        return run_sweep(config)
+    except Exception as exc:
         say(traceback.format_exc())
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -693,22 +681,6 @@ def profile_report(
     return "\n".join(out), passed
 
 
-def code_state() -> str:
-    import subprocess
-
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "specsweep", "flows", "tasks").splitlines()
-    if not dirty:
-        return f"specsweep at {head}"
-    return f"specsweep at {head} plus uncommitted changes to " + ", ".join(
-        line[3:] for line in dirty
-    )
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", nargs="+", choices=list(CASES), default=list(CASES))
@@ -760,7 +732,7 @@ def main() -> int:
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(out / "prefect"))  # its own ephemeral DB
     started = time.monotonic()
-    state = code_state()
+    state = code_state(ROOT)
     texts, verdicts, walls, codes = [], {}, 0.0, set()
     for key in args.profiles:
         case = CASES[key]
@@ -783,12 +755,12 @@ def main() -> int:
                     continue
                 meta = json.loads(meta_file.read_text())
             else:
-                scale = time_scale(ref, levels, args)
+                scale = time_scale(ref, levels, args, MRR)
                 config = parse_config(sweep_data(case, mode, args, out, ref, scale, levels))
                 say(f"[{time.monotonic() - started:4.0f}s] {key} {mode}: levels {levels}, "
                     f"time scale {scale}")  # fmt: skip
                 t0 = time.monotonic()
-                run_id, failure = run_sweep(config)
+                run_id, failure = run_sweep_reporting(config)
                 meta = {"run_id": run_id, "failure": failure, "scale": scale, "levels": levels}
                 meta["code"], meta["wall_s"] = state, time.monotonic() - t0
                 meta["grid"] = {"num_steps": args.num_steps, "topk": args.topk}

@@ -1,9 +1,12 @@
-"""What the simulator benchmarks share (adaptive_policy.py, search_savings.py): progress on
-stderr, a loopback port, the weak-drafter profile and where a case's profile comes from."""
+"""What the simulator benchmarks share (adaptive_policy.py, search_savings.py,
+interval_coverage.py): progress on stderr, a loopback port, the weak-drafter profile, where a
+case's profile comes from, the time scale, one sweep in this process, the commit measured."""
 
 from __future__ import annotations
 
+import math
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,3 +49,48 @@ def profile_ref(case: ProfileCase, out: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(case.file, sort_keys=False))
     return str(path)
+
+
+def time_scale(ref: str, levels: list[int], args: Any, mrr: int = 64) -> float:
+    """As fast as the machine allows: a baseline decode step at c=1 lasts at least
+    --min-step-ms of wall time (the event loop's and the client's own costs stay small
+    beside it), and the baseline at the top level streams at most --rate chunks per wall
+    second (one chunk per --stream-interval steps per request)."""
+    from specsweep.sim.perf_model import baseline_step_ms, steady_state_throughput
+    from specsweep.sim.profiles import get_profile
+
+    if args.time_scale:
+        return args.time_scale
+    profile = get_profile(ref)
+    top = steady_state_throughput(profile, max(levels), None, mrr) / args.stream_interval
+    scale = max(top / args.rate, args.min_step_ms / baseline_step_ms(profile, 1))
+    return math.ceil(float(f"{scale:.3g}") * 100) / 100
+
+
+def run_sweep(config: Any) -> tuple[str | None, str | None]:
+    """(run id, failure) of one matrix sweep in this process."""
+    from flows.matrix_sweep import matrix_sweep
+    from flows.target_lock import ensure_target_limit, target_lock_name
+    from specsweep.errors import SweepFailed
+
+    ensure_target_limit(target_lock_name(config))
+    try:
+        return matrix_sweep(config)["run_id"], None
+    except SweepFailed as exc:
+        return exc.run_id, str(exc)
+
+
+def code_state(root: Path, paths: tuple[str, ...] = ("specsweep", "flows", "tasks")) -> str:
+    """The commit measured, and whether the code under test had uncommitted changes."""
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True)
+        return done.stdout.rstrip()  # not strip: porcelain lines start with a space
+
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    dirty = git("status", "--porcelain", "--", *paths).splitlines()
+    if not dirty:
+        return f"specsweep at {head}"
+    return f"specsweep at {head} plus uncommitted changes to " + ", ".join(
+        line[3:] for line in dirty
+    )
