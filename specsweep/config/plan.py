@@ -46,17 +46,17 @@ def _variant(where: str, **fields: object) -> Variant:
         raise ConfigError(f"{where}: {msg}") from None
 
 
+_SHARED = ("algorithm", "draft_model_path", "env", "extra_args")
+
+
+def _shared(section: StepSweep | TopkSweep | GridSweep, *more: str) -> dict[str, Any]:
+    """The fields a sweep section gives every one of its variants."""
+    return {name: getattr(section, name) for name in (*_SHARED, *more)}
+
+
 def step_sweep_variants(step: StepSweep) -> list[Variant]:
     """Baseline first, then one variant per num_steps at the sweep's topk."""
-    common = {
-        "algorithm": step.algorithm,
-        "draft_model_path": step.draft_model_path,
-        "topk": step.topk,
-        "num_draft_tokens": step.num_draft_tokens,
-        "spec_v2": step.spec_v2,
-        "env": step.env,
-        "extra_args": step.extra_args,
-    }
+    common = _shared(step, "topk", "num_draft_tokens", "spec_v2")
     return [BASELINE] + [
         _variant(f"step_sweep num_steps={n}", num_steps=n, **common) for n in step.num_steps
     ]
@@ -64,13 +64,7 @@ def step_sweep_variants(step: StepSweep) -> list[Variant]:
 
 def topk_sweep_variants(sweep: TopkSweep) -> list[Variant]:
     """Baseline first, then one variant per topk (topk=1 also on spec v2 when asked)."""
-    common = {
-        "algorithm": sweep.algorithm,
-        "draft_model_path": sweep.draft_model_path,
-        "num_steps": sweep.num_steps,
-        "env": sweep.env,
-        "extra_args": sweep.extra_args,
-    }
+    common = _shared(sweep, "num_steps")
     variants = [BASELINE]
     for k in sweep.topk:
         # topk=1 leaves the draft tokens to sglang's forced chain (num_steps+1), exactly as a
@@ -85,12 +79,7 @@ def topk_sweep_variants(sweep: TopkSweep) -> list[Variant]:
 
 def grid_sweep_variants(grid: GridSweep) -> list[Variant]:
     """Baseline first, then every (num_steps, topk), topk-major: chains before trees."""
-    common = {
-        "algorithm": grid.algorithm,
-        "draft_model_path": grid.draft_model_path,
-        "env": grid.env,
-        "extra_args": grid.extra_args,
-    }
+    common = _shared(grid)
     return [BASELINE] + [
         _variant(
             f"grid_sweep num_steps={n} topk={k}",

@@ -51,6 +51,12 @@ class StepSweep(_Model):
 DEFAULT_MAX_DRAFT_TOKENS = 16
 
 
+def draft_tokens_rule(num_steps: int, topk: int, cap: int) -> int:
+    """A chain drafts num_steps+1 (sglang forces it); a wider tree its full size
+    num_steps*topk+1, capped."""
+    return num_steps + 1 if topk == 1 else min(num_steps * topk + 1, cap)
+
+
 class TopkSweep(_Model):
     """Baseline plus one speculative variant per topk, at a fixed num_steps.
 
@@ -109,9 +115,7 @@ class TopkSweep(_Model):
         """num_draft_tokens for one topk: the mapping, else the documented rule."""
         if topk in self.num_draft_tokens:
             return self.num_draft_tokens[topk]
-        if topk == 1:
-            return self.num_steps + 1
-        return min(self.num_steps * topk + 1, self.max_draft_tokens)
+        return draft_tokens_rule(self.num_steps, topk, self.max_draft_tokens)
 
 
 class GridSweep(_Model):
@@ -144,7 +148,7 @@ class GridSweep(_Model):
 
     def draft_tokens(self, num_steps: int, topk: int) -> int | None:
         """None for a chain (sglang's forced num_steps+1), the capped full tree otherwise."""
-        return None if topk == 1 else min(num_steps * topk + 1, self.max_draft_tokens)
+        return None if topk == 1 else draft_tokens_rule(num_steps, topk, self.max_draft_tokens)
 
 
 def _verify_shorthand(value: object) -> object:
