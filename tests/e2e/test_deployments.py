@@ -8,7 +8,9 @@ cancelled sweep that must leave no server process behind (issue 5).
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
+from typing import Any
 
 import pandas as pd
 import psutil
@@ -34,6 +36,16 @@ def port_answers(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def watch_step_sweep(
+    stack: PrefectStack, data: dict[str, Any], run_id: str
+) -> subprocess.CompletedProcess[str]:
+    """`prefect deployment run step-sweep/step-sweep` with this config and run id, watched."""
+    return stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
+        "--param", f"run_id={run_id}", "--watch", "--watch-timeout", "150",
+    )  # fmt: skip
 
 
 def artifact_keys(stack: PrefectStack, run_id: str) -> set[str]:
@@ -71,10 +83,7 @@ def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: Prefect
     # simulated time at half of real time: speculation's 1.5x at c=1 survives a loaded machine
     # (at a twentieth, CPU starvation can flatten it and the export rightly refuses)
     data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.5"
-    proc = prefect_stack.cli(
-        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
-        "--param", "run_id=verify-run", "--watch", "--watch-timeout", "150",
-    )  # fmt: skip
+    proc = watch_step_sweep(prefect_stack, data, "verify-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     levels = pd.read_parquet(tmp_path / "results" / "levels" / "verify-run")
     adaptive = levels[levels["adaptive"].fillna(False).astype(bool)]
@@ -95,10 +104,7 @@ def test_a_deployment_runs_an_adaptive_search(prefect_stack: PrefectStack, tmp_p
         step_sweep={"algorithm": "EAGLE3", "draft_model_path": "sim/draft", "num_steps": [1, 2, 3]},
         search="adaptive",
     )
-    proc = prefect_stack.cli(
-        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
-        "--param", "run_id=search-run", "--watch", "--watch-timeout", "150",
-    )  # fmt: skip
+    proc = watch_step_sweep(prefect_stack, data, "search-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     levels = pd.read_parquet(tmp_path / "results" / "levels" / "search-run")
     # the baseline and the two seed chains always run; the middle one only if it can win
