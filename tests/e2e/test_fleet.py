@@ -80,6 +80,29 @@ def _wait(predicate, timeout: float, what: str, log: Path | None = None):
     return found
 
 
+def _start_worker(
+    pg: PrefectServer, root: Path, host: str, *, skip_check: bool = False
+) -> subprocess.Popen[bytes]:
+    """`specsweep fleet worker` for one host, as its operator starts it."""
+    argv = [str(BIN / "specsweep"), "fleet", "worker", "-f", "fleet.yaml", "-c", "sweep.yaml",
+            "--host", host, *(["--skip-check"] if skip_check else [])]  # fmt: skip
+    return start_process(argv, pg.env, root, root / f"worker-{host}.log")
+
+
+def _wait_for_workers(pg: PrefectServer, pool: str, count: int, log: Path) -> None:
+    _wait(
+        lambda: len(pg.post(f"/work_pools/{pool}/workers/filter", {})) == count,
+        240, "the hosts' workers", log,
+    )  # fmt: skip
+
+
+def _start_sweep(pg: PrefectServer, root: Path, run_id: str, log: Path) -> subprocess.Popen[bytes]:
+    """`specsweep fleet run`, as a user starts the sweep."""
+    argv = [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
+            "--run-id", run_id]  # fmt: skip
+    return start_process(argv, pg.env, root, log)
+
+
 def _kill_host(worker: subprocess.Popen[bytes]) -> list[int]:
     """The host dies: its worker and everything it started, all at once (SIGKILL)."""
     procs = [psutil.Process(worker.pid), *psutil.Process(worker.pid).children(recursive=True)]
@@ -101,7 +124,6 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
 ):
     sweep, fleet = _write_project(tmp_path)
     run_id = f"fleet-e2e-{uuid.uuid4().hex[:6]}"  # this test's runs, whatever ran before
-    env = pg_prefect.env
     deployed = pg_prefect.cli(
         "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
     )
@@ -110,37 +132,14 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     assert any("heartbeats stopped" in a["name"] for a in automations)
 
     workers = {
-        host: start_process(
-            [
-                str(BIN / "specsweep"),
-                "fleet",
-                "worker",
-                "-f",
-                "fleet.yaml",
-                "-c",
-                "sweep.yaml",
-                "--host",
-                host,
-                *(["--skip-check"] if host == BROKEN else []),
-            ],
-            env,
-            tmp_path,
-            tmp_path / f"worker-{host}.log",
-        )
+        host: _start_worker(pg_prefect, tmp_path, host, skip_check=host == BROKEN)
         for host in (*HOSTS, BROKEN)
     }
     sweep_log = tmp_path / "sweep.log"
     runner = None
     try:
-        _wait(
-            lambda: len(pg_prefect.post(f"/work_pools/{fleet['pool']}/workers/filter", {})) == 3,
-            240, "the hosts' workers", tmp_path / f"worker-{VICTIM}.log",
-        )  # fmt: skip
-        runner = start_process(
-            [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
-             "--run-id", run_id],
-            env, tmp_path, sweep_log,
-        )  # fmt: skip
+        _wait_for_workers(pg_prefect, fleet["pool"], 3, tmp_path / f"worker-{VICTIM}.log")
+        runner = _start_sweep(pg_prefect, tmp_path, run_id, sweep_log)
         store = ResultsStore(sweep["results_dir"])
         # The victim holds its target (a server is starting or measuring) when it dies.
         victim_variant = _wait(
@@ -293,27 +292,11 @@ def test_a_fleet_runs_an_adaptive_search_handing_out_variants_as_hosts_free_up(
         "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
     )
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    argv = [str(BIN / "specsweep"), "fleet", "worker", "-f", "fleet.yaml", "-c", "sweep.yaml"]
-    workers = [
-        start_process(
-            [*argv, "--host", h],
-            pg_prefect.env,
-            tmp_path,
-            tmp_path / f"worker-{h}.log",
-        )
-        for h in HOSTS
-    ]
+    workers = [_start_worker(pg_prefect, tmp_path, h) for h in HOSTS]
     sweep_log = tmp_path / "sweep.log"
     try:
-        _wait(
-            lambda: len(pg_prefect.post(f"/work_pools/{fleet['pool']}/workers/filter", {})) == 2,
-            240, "the hosts' workers", tmp_path / f"worker-{HOSTS[0]}.log",
-        )  # fmt: skip
-        runner = start_process(
-            [str(BIN / "specsweep"), "fleet", "run", "-f", "fleet.yaml", "-c", "sweep.yaml",
-             "--run-id", run_id],
-            pg_prefect.env, tmp_path, sweep_log,
-        )  # fmt: skip
+        _wait_for_workers(pg_prefect, fleet["pool"], 2, tmp_path / f"worker-{HOSTS[0]}.log")
+        runner = _start_sweep(pg_prefect, tmp_path, run_id, sweep_log)
         workers.append(runner)
         assert runner.wait(timeout=400) == 0, sweep_log.read_text()[-6000:]
     finally:
