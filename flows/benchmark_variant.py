@@ -56,9 +56,10 @@ def benchmark_variant(
     server = VariantServer.for_variant(config, variant, ctx)
     todo = server.levels_to_measure()
     rows: list[dict[str, Any]] = []
-    # a resumed search: levels its rule already skipped need no server
-    while todo and (reason := server.skip_reason(config.search, todo[0])) is not None:
-        rows.append(skip_level(server, todo.pop(0), reason))
+    # a resumed search: cells its rule already skipped need no server
+    while todo and (reason := server.skip_reason(config.search, todo[0][1], todo[0][0])):
+        shape, concurrency = todo.pop(0)
+        rows.append(skip_level(server, concurrency, reason, shape))
     if not todo:
         get_run_logger().info(
             "%s: every level already measured on %s in run %s",
@@ -69,14 +70,14 @@ def benchmark_variant(
     with target_lock(config), server:
         try:
             start(server, config.server.start_attempts, force)
-            for concurrency in todo:
-                if (reason := server.skip_reason(config.search, concurrency)) is not None:
-                    rows.append(skip_level(server, concurrency, reason))
+            for shape, concurrency in todo:  # every shape on this one launch
+                if (reason := server.skip_reason(config.search, concurrency, shape)) is not None:
+                    rows.append(skip_level(server, concurrency, reason, shape))
                     continue
-                row = benchmark_level(server, concurrency)
+                row = benchmark_level(server, concurrency, shape)
                 rows.append(row)
                 if row["status"] != "ok":
-                    server.ensure_alive(f"the level at concurrency {concurrency}")
+                    server.ensure_alive(f"the level at {server.cell_name(shape, concurrency)}")
         finally:
             teardown_server(server)  # the step in the UI; the `with` is the safety net
     return rows

@@ -15,6 +15,7 @@ from specsweep.analysis.summary import summarize
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.secrets import literal_secret_names
 from specsweep.errors import SweepFailed
+from specsweep.load_preflight import check_load, drives_load_here
 from specsweep.report.markdown import summary_markdown
 from specsweep.results.phases import gpu_memory_lines
 from specsweep.results.preflight import check_results_dir
@@ -42,17 +43,21 @@ def begin_run(
     start time) and warn about plain secrets: before any launch."""
     logger = get_run_logger()
     check_results_dir(config, len(variants))  # before any launch: full disk, read-only dir
+    for note in check_load(config, variants, local_client=drives_load_here(config)):
+        logger.warning("%s", note)
     run_id = run_id or new_run_id()
     ctx = RunContext(run_id, kind.replace("-", "_"), config.name, target)
     store = ResultsStore(config.results_dir)
     previous = store.read_run(run_id)
     started = previous["started_at"] if previous else datetime.now(UTC)
     store.write_run(run_row(config, ctx, variants, {}, started, status="running"))
+    shapes = len(config.load.shape_list())
     logger.info(
-        "run %s: %d variants x %d levels -> %s%s",
+        "run %s: %d variants x %d levels%s -> %s%s",
         run_id,
         len(variants),
         len(config.load.concurrency),
+        f" x {shapes} shapes" if shapes > 1 else "",
         config.results_dir,
         " (resumed: measured levels are skipped)" if previous else "",
     )

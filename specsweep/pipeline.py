@@ -30,6 +30,7 @@ from specsweep import progress
 from specsweep.analysis.levels import answer_rows
 from specsweep.config import LoadSpec, SearchSpec, ServerSpec, SweepConfig, Target, Variant
 from specsweep.config.command import LaunchCommand, command_for
+from specsweep.config.load import Shape
 from specsweep.config.secrets import resolve_env
 from specsweep.config.versions import check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
@@ -152,12 +153,26 @@ class VariantServer:
         return f"VariantServer({self.label}@{self.ctx.target}, {self.state})"
 
     # --- resume --------------------------------------------------------------------
-    def levels_to_measure(self) -> list[int]:
-        """The concurrency levels of this run not yet written on this target."""
+    def cells(self) -> list[tuple[Shape, int]]:
+        """Every (shape, concurrency) this variant measures, shape by shape."""
+        return [(s, c) for s in self.load.shape_list() for c in self.load.concurrency]
+
+    def _shape_key(self, shape: Shape) -> str | None:
+        """The shape in file names: only a run of several shapes names it."""
+        return shape.label if self.load.multi_shape else None
+
+    def cell_name(self, shape: Shape | None, concurrency: int) -> str:
+        if shape is None or not self.load.multi_shape:
+            return f"c={concurrency}"
+        return f"{shape.label} c={concurrency}"
+
+    def levels_to_measure(self) -> list[tuple[Shape, int]]:
+        """The cells (shape, concurrency) of this run not yet written on this target."""
+        run, target = self.ctx.run_id, self.ctx.target
         return [
-            c
-            for c in self.load.concurrency
-            if not self.store.has_level(self.ctx.run_id, self.label, c, self.ctx.target)
+            (s, c)
+            for s, c in self.cells()
+            if not self.store.has_level(run, self.label, c, target, self._shape_key(s))
         ]
 
     # --- the target's hold: when this variant's server owned the GPUs --------------
@@ -279,16 +294,23 @@ class VariantServer:
             )
 
     def benchmark_level(
-        self, concurrency: int, on_progress: LevelProgress | None = None
+        self,
+        concurrency: int,
+        on_progress: LevelProgress | None = None,
+        shape: Shape | None = None,
     ) -> dict[str, Any]:
-        """Run one level and write it at once, so a later crash loses nothing measured.
+        """Run one level (a cell: `shape` at `concurrency`, default the first shape) and
+        write it at once, so a later crash loses nothing measured.
 
         The per-request file is written first: a level file is the mark of a level
         done, and resume skips exactly those.
         """
         self._require("benchmark-level", ServerState.READY)
         assert self.facts is not None
-        report = progress.reporter(self.label, concurrency)
+        shape = shape or self.load.shape
+        load = self.load.for_shape(shape)
+        who = self.label if not self.load.multi_shape else f"{self.label} {shape.label}"
+        report = progress.reporter(who, concurrency)
 
         def both(done: int, total: int) -> None:
             report(done, total)
@@ -296,51 +318,55 @@ class VariantServer:
                 on_progress(done, total)
 
         with self.phases.timed("benchmark_s"):
-            both(0, self.load.num_requests(concurrency))  # the bar appears when it starts
+            both(0, load.num_requests(concurrency))  # the bar appears when it starts
             if self.trace is not None:
                 self.trace.skip(self._read_log())  # what ran between levels is no level's
-            result = self.host.run_level(self.server, concurrency, self.load, both)
+            result = self.host.run_level(self.server, concurrency, load, both)
             shares = self.trace.level_shares(self._read_log()) if self.trace else None
-            rows = request_rows(self.ctx, self.label, concurrency, result)
+            rows = request_rows(self.ctx, self.label, concurrency, result, shape.label)
             self.store.write_requests(
-                self.ctx.run_id, self.label, concurrency, self.ctx.target, rows
-            )
+                self.ctx.run_id, self.label, concurrency, self.ctx.target, rows,
+                self._shape_key(shape),
+            )  # fmt: skip
             row = level_row(
-                self.ctx,
-                self.server,
-                self.variant,
-                self.load,
-                self.facts,
-                result,
-                self.command,
+                self.ctx, self.server, self.variant, load, self.facts, result, self.command,
                 shares,
-            )
-            self.store.write_level(row)
+            )  # fmt: skip
+            self.store.write_level(row, by_shape=self.load.multi_shape)
         return row
 
-    def skip_reason(self, search: SearchSpec, concurrency: int) -> str | None:
-        """Why an adaptive search need not measure this level (None: measure it): this
-        variant as measured here against the others where the answer takes them from."""
+    def skip_reason(
+        self, search: SearchSpec, concurrency: int, shape: Shape | None = None
+    ) -> str | None:
+        """Why an adaptive search need not measure this cell (None: measure it): this
+        variant as measured here against the others where the answer takes them from,
+        at the same shape."""
         if not (search.adaptive and search.skip_levels) or self.variant.is_baseline:
             return None
         if search.confirm_top and concurrency == max(self.load.concurrency):
             return None
+        shape = shape or self.load.shape
         levels = self.store.read_levels(self.ctx.run_id)
         mine = (levels["variant"] != self.label) | (levels["target"] == self.ctx.target)
+        if self.load.multi_shape:
+            mine &= levels["shape"] == shape.label
         return skip_reason(
             answer_rows(levels[mine]), self.label, concurrency, self.load.concurrency,
             search.margin,
         )  # fmt: skip
 
-    def skip_level(self, concurrency: int, reason: str) -> dict[str, Any]:
-        """Record a level the search chose not to measure (resume counts it as done, so a
+    def skip_level(
+        self, concurrency: int, reason: str, shape: Shape | None = None
+    ) -> dict[str, Any]:
+        """Record a cell the search chose not to measure (resume counts it as done, so a
         resumed search makes the same choice)."""
+        shape = shape or self.load.shape
         row = skipped_level_row(
-            self.ctx, self.server, self.variant, self.load, self.facts, concurrency, reason,
-            self.command,
+            self.ctx, self.server, self.variant, self.load.for_shape(shape), self.facts,
+            concurrency, reason, self.command,
         )  # fmt: skip
-        self.store.write_level(row)
-        log.info("%s at c=%d: %s", self.label, concurrency, reason)
+        self.store.write_level(row, by_shape=self.load.multi_shape)
+        log.info("%s at %s: %s", self.label, self.cell_name(shape, concurrency), reason)
         return row
 
     def ensure_alive(self, after: str) -> None:

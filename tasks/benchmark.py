@@ -7,17 +7,27 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.runtime import task_run
 
+from specsweep.config.load import Shape
 from specsweep.pipeline import VariantServer
 from specsweep.progress import OffTheLoop, throttled
 
 
-@task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name="c={concurrency}")
-def benchmark_level(server: VariantServer, concurrency: int) -> dict[str, Any]:
+def cell_run_name() -> str:
+    """c=16, or in4096-out256 c=16 in a run of several shapes."""
+    params = task_run.parameters
+    return params["server"].cell_name(params.get("shape"), params["concurrency"])
+
+
+@task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name=cell_run_name)
+def benchmark_level(
+    server: VariantServer, concurrency: int, shape: Shape | None = None
+) -> dict[str, Any]:
     logger = get_run_logger()
+    cell = server.cell_name(shape, concurrency)
     artifact_id = create_progress_artifact(
-        0.0,
-        description=f"run {server.ctx.run_id}: {server.label} at concurrency {concurrency}",
+        0.0, description=f"run {server.ctx.run_id}: {server.label} at {cell}"
     )
 
     def update(done: int, total: int) -> None:
@@ -25,12 +35,12 @@ def benchmark_level(server: VariantServer, concurrency: int) -> dict[str, Any]:
 
     # an API call per update would stall the measuring event loop: a thread sends them
     with OffTheLoop(update) as report:
-        row = server.benchmark_level(concurrency, throttled(report, min_interval_s=1.0))
+        row = server.benchmark_level(concurrency, throttled(report, min_interval_s=1.0), shape)
     accept = row["accept_length"]
     logger.info(
-        "%s c=%d: %.1f tok/s out, TTFT p50 %.1f ms, ITL p50 %.2f ms%s, %d/%d ok [%s]",
+        "%s %s: %.1f tok/s out, TTFT p50 %.1f ms, ITL p50 %.2f ms%s, %d/%d ok [%s]",
         server.label,
-        concurrency,
+        cell,
         row["output_throughput"],
         row["ttft_ms_p50"],
         row["itl_ms_p50"],

@@ -9,9 +9,11 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from specsweep.config import SweepConfig, Variant
+from specsweep.config.load import Shape
 from specsweep.pipeline import VariantServer
 from specsweep.results.store import ResultsStore
 from specsweep.search.planner import RunSoFar, next_step, record_final, record_launch
+from tasks.benchmark import cell_run_name
 
 
 @task(name="plan-next-launch", cache_policy=NO_CACHE)
@@ -31,9 +33,12 @@ def plan_next_launch(
     logger = get_run_logger()
     store = ResultsStore(config.results_dir)
     so_far = RunSoFar.read(store, run_id)
+    # several shapes: every cell counts from the start; one: the rows' own shape
+    shapes = [s.label for s in config.load.shape_list()] if config.load.multi_shape else None
     step = next_step(
-        config.search, candidates, config.load.concurrency, so_far, tried, pending or set()
-    )
+        config.search, candidates, config.load.concurrency, so_far, tried, pending or set(),
+        shapes=shapes,
+    )  # fmt: skip
     if step.launch is not None:
         record_launch(store, run_id, target, step)
         logger.info("search: launch %s", step.why)
@@ -46,8 +51,10 @@ def plan_next_launch(
     return step.launch, step.why, step.done
 
 
-@task(name="skip-level", cache_policy=NO_CACHE, task_run_name="c={concurrency}")
-def skip_level(server: VariantServer, concurrency: int, reason: str) -> dict[str, Any]:
-    """Record the level as skipped (no number), so the answer and a resume see it."""
-    get_run_logger().info("%s at c=%d %s", server.label, concurrency, reason)
-    return server.skip_level(concurrency, reason)
+@task(name="skip-level", cache_policy=NO_CACHE, task_run_name=cell_run_name)
+def skip_level(
+    server: VariantServer, concurrency: int, reason: str, shape: Shape | None = None
+) -> dict[str, Any]:
+    """Record the cell as skipped (no number), so the answer and a resume see it."""
+    get_run_logger().info("%s at %s %s", server.label, server.cell_name(shape, concurrency), reason)
+    return server.skip_level(concurrency, reason, shape)

@@ -248,6 +248,7 @@ class TierExport:
     tree_wins: tuple[TreeWin, ...]
     notes: tuple[str, ...]
     max_bs: int
+    shape: str | None = None  # the load shape it was measured at (sglang's tiers key on batch only)
 
     def choices(self) -> pd.DataFrame:
         """Per measured level: concurrency, steps, variant, throughput, tied (near-tie)."""
@@ -268,6 +269,7 @@ class TierExport:
         }
         out["_specsweep"] = {
             "run_id": self.run_id,
+            "shape": self.shape,
             "built_from": list(self.built_from),
             "family": self.family.describe(),
             "max_bs": self.max_bs,
@@ -285,7 +287,10 @@ class TierExport:
     def describe(self) -> list[str]:
         """Terminal lines: one per tier, then near-ties, tree variants and notes."""
         keys = sorted(self.tiers)
-        lines = [f"tiers for {self.family.describe()} (run {self.run_id}; max_bs {self.max_bs})"]
+        at = f"; shape {self.shape}" if self.shape else ""
+        lines = [
+            f"tiers for {self.family.describe()} (run {self.run_id}{at}; max_bs {self.max_bs})"
+        ]
         for i, key in enumerate(keys):
             steps = self.tiers[key]
             span = f"batch {key}-{keys[i + 1] - 1}" if i + 1 < len(keys) else f"batch {key}+"
@@ -457,6 +462,12 @@ def export_adaptive(
     runs = sorted(ok["run_id"].unique()) if "run_id" in ok.columns else []
     if len(runs) > 1:
         raise _refuse(f"the levels hold several runs ({', '.join(runs)}): export one run")
+    shapes = sorted(ok["shape"].dropna().unique()) if "shape" in ok.columns else []
+    if len(shapes) > 1:
+        raise _refuse(
+            f"the levels hold several load shapes ({', '.join(shapes)}) and sglang's tiers key "
+            "on batch size only: export one shape (specsweep policy --shape <shape>)"
+        )
     base, chains = _candidates(ok, variants)
     plain = ok[ok["variant"] == base]
     zero, notes = _steps_zero(ok, plain, chains)
@@ -543,6 +554,11 @@ def export_adaptive(
     ignored = sorted(set(spec) - set(chains["variant"]) - set(trees))
     if ignored:
         notes.append(f"not used (other chain family or algorithm): {', '.join(ignored)}")
+    if shapes:
+        notes.append(
+            f"measured at shape {shapes[0]}: sglang's tiers key on batch size only, and the "
+            "best step count moves with context length; serve traffic of this shape with it"
+        )
     return TierExport(
         run_id=str(runs[0]) if runs else None,
         family=_family(chains.iloc[0]),
@@ -555,6 +571,7 @@ def export_adaptive(
         tree_wins=tuple(wins),
         notes=tuple(notes),
         max_bs=max_bs,
+        shape=str(shapes[0]) if shapes else None,
     )
 
 

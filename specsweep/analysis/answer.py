@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -22,6 +22,14 @@ from specsweep.analysis.levels import (
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
+from specsweep.analysis.shapes import (
+    CATEGORY_COLUMNS,
+    CATEGORY_INPUTS,
+    SURFACE_COLUMNS,
+    category_table,
+    shape_order,
+    surface_table,
+)
 from specsweep.errors import PolicyExportRefused
 from specsweep.results.schema import PREDICTIONS_SCHEMA
 from specsweep.results.store import ResultsStore
@@ -292,6 +300,30 @@ class Answer:
     # tables above, which are measured only; `search` shows them apart.
     predictions: pd.DataFrame = field(default_factory=empty_predictions)
     search_stop: str | None = None  # runs.search_stop: why the search stopped launching
+    # Load shapes: the shape this answer is for; with several, every shape's own answer
+    # (this one is the first shape's) and the surface over shape x concurrency.
+    shape: str | None = None
+    by_shape: dict[str, Answer] = field(default_factory=dict)
+    surface: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SURFACE_COLUMNS))
+    # per shape, variant and prompt category (requests that carry one): see shapes.py
+    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CATEGORY_COLUMNS))
+
+    @property
+    def shapes(self) -> list[str]:
+        """Every shape of the run, in order (one entry for a single-shape run)."""
+        return list(self.by_shape) or ([self.shape] if self.shape else [])
+
+    @property
+    def multi_shape(self) -> bool:
+        return len(self.by_shape) > 1
+
+    @property
+    def workload(self) -> str | None:
+        """What was sent (random-ids, builtin, jsonl:<file>, ...; several joined)."""
+        if "workload" not in self.levels.columns:
+            return None
+        values = sorted(str(v) for v in self.levels["workload"].dropna().unique())
+        return ", ".join(values) or None
 
     @cached_property
     def search(self) -> SearchView:
@@ -391,9 +423,53 @@ def analyze(
     mix: TrafficMix | None = None,
     slo: LatencySLO | None = None,
     predictions: pd.DataFrame | None = None,
+    categories: pd.DataFrame | None = None,
 ) -> Answer:
     """The whole answer for one run's level rows (as stored: every target); `predictions`:
-    the run's search predictions, shown apart (the answer is built from measured rows)."""
+    the run's search predictions, shown apart (the answer is built from measured rows).
+
+    Several load shapes: each shape is answered on its own cells, and the answer returned
+    is the first shape's, carrying every shape's (`by_shape`) and the surface."""
+    shapes = shape_order(levels, run)
+    cats = categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)
+    if len(shapes) <= 1:
+        one = _analyze_shape(levels, run_id, run, mix, slo, predictions)
+        return replace(one, shape=shapes[0] if shapes else None, categories=cats)
+    per = {
+        s: replace(
+            _analyze_shape(
+                levels[levels["shape"] == s], run_id, run, mix, slo,
+                _shape_rows(predictions, s, first=s == shapes[0]),
+            ),
+            shape=s,
+            categories=cats[cats["shape"] == s] if not cats.empty else cats,
+        )
+        for s in shapes
+    }  # fmt: skip
+    surface = surface_table({s: a.best for s, a in per.items()})
+    first = per[shapes[0]]
+    return replace(first, by_shape=per, surface=surface, categories=cats)
+
+
+def _shape_rows(frame: pd.DataFrame | None, shape: str, first: bool) -> pd.DataFrame | None:
+    """A shape's rows of a table with a `shape` column (null: written before shapes, which
+    belongs to the first shape)."""
+    if frame is None or frame.empty or "shape" not in frame.columns:
+        return frame if first else None
+    mine = frame["shape"] == shape
+    if first:
+        mine |= frame["shape"].isna()
+    return frame[mine]
+
+
+def _analyze_shape(
+    levels: pd.DataFrame,
+    run_id: str,
+    run: dict[str, Any] | None,
+    mix: TrafficMix | None,
+    slo: LatencySLO | None,
+    predictions: pd.DataFrame | None,
+) -> Answer:
     mix = mix or TrafficMix()
     stored, levels = levels, answer_rows(levels)
     export, refused = None, None
@@ -436,4 +512,7 @@ def analyze_run(
     if levels.empty:
         raise LookupError(f"run {run_id} has no level rows under {store.levels_dir}")
     run = store.read_run(run_id)
-    return analyze(levels, run_id, run, mix, slo, store.read_predictions(run_id))
+    requests = store.read_requests(run_id, columns=CATEGORY_INPUTS)
+    return analyze(
+        levels, run_id, run, mix, slo, store.read_predictions(run_id), category_table(requests)
+    )

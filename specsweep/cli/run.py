@@ -23,7 +23,9 @@ from specsweep.cli.common import (
 from specsweep.cli.sweep_runner import run_sweep_now
 from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
+from specsweep.load_preflight import check_load
 from specsweep.search.seeds import search_plan_text
+from specsweep.workloads.loaders import workload_label
 
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 
@@ -84,7 +86,15 @@ def plan(
         console.print(f"  {command_for(cfg, variant).shell()}", soft_wrap=True)
     levels = ", ".join(f"c={c} ({cfg.load.num_requests(c)} req)" for c in cfg.load.concurrency)
     console.print(f"levels: {levels}")
-    console.print(f"{len(variants)} variants x {len(cfg.load.concurrency)} levels")
+    shapes = cfg.load.shape_list()
+    console.print(f"shapes: {', '.join(s.label for s in shapes)} (one launch measures them all)")
+    console.print(f"workload: {workload_label(cfg.load)} via {cfg.load.resolved_endpoint()}")
+    cells = f"{len(cfg.load.concurrency)} levels" + (
+        f" x {len(shapes)} shapes" if len(shapes) > 1 else ""
+    )
+    console.print(f"{len(variants)} variants x {cells}")
+    for note in check_load(cfg, variants, local_client=False):
+        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if cfg.search.adaptive:
         console.print(search_plan_text(cfg.search, variants))
 

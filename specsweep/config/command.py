@@ -97,6 +97,8 @@ def build_launch_command(
     mrr = effective_max_running_requests(server, variant)
     if mrr is not None:
         argv += ["--max-running-requests", str(mrr)]
+    if server.context_length is not None:
+        argv += ["--context-length", str(server.context_length)]
     if variant.algorithm is not None:
         argv += ["--speculative-algorithm", variant.algorithm]
         if variant.draft_model_path:

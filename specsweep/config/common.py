@@ -34,6 +34,7 @@ _OWNED_FLAGS = (
     "--tp",
     "--tp-size",
     "--max-running-requests",
+    "--context-length",
     "--served-model-name",
 )
 _OWNED_PREFIXES = (

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from itertools import product
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from specsweep.config.common import PositiveInt, _Model
+
+PromptSource = Literal["auto", "random", "builtin"]
+DatasetFormat = Literal["auto", "jsonl", "sharegpt", "replay"]
+
+
+class Shape(_Model):
+    """One load shape: prompt and output tokens per request (a cell's first key)."""
+
+    input_len: PositiveInt = Field(..., description="Prompt tokens per request.")
+    output_len: PositiveInt = Field(..., description="Output tokens per request (ignore_eos).")
+
+    @property
+    def label(self) -> str:
+        """The shape's name in rows, reports and file names: in512-out256."""
+        return shape_label(self.input_len, self.output_len)
+
+
+def shape_label(input_len: int, output_len: int) -> str:
+    return f"in{int(input_len)}-out{int(output_len)}"
 
 
 class LoadSpec(_Model):
@@ -16,8 +36,39 @@ class LoadSpec(_Model):
     concurrency: list[PositiveInt] = Field(
         [1, 2, 4, 8, 16, 32, 64], min_length=1, description="Concurrency levels, in order."
     )
-    input_len: PositiveInt = Field(256, description="Prompt tokens per request (exact).")
-    output_len: PositiveInt = Field(256, description="Output tokens per request (ignore_eos).")
+    input_len: PositiveInt | list[PositiveInt] = Field(
+        256,
+        description="Prompt tokens per request (random ids: exact; text prompts: fitted, see "
+        "prompt_length). A list sweeps every input length x output length as shapes.",
+    )
+    output_len: PositiveInt | list[PositiveInt] = Field(
+        256, description="Output tokens per request (ignore_eos); a list sweeps shapes."
+    )
+    shapes: list[Shape] = Field(
+        default_factory=list,
+        description="Load shapes measured on the same server launch, in this order, each "
+        "over every concurrency level; empty: the one shape of input_len x output_len.",
+    )
+    prompts: PromptSource = Field(
+        "auto",
+        description="'random': random token ids (random words on the text endpoints); "
+        "'builtin': the bundled real prompts (chat, code, reasoning, summarisation); "
+        "'auto': builtin for a speculative sweep on real sglang, random otherwise. "
+        "A dataset file replaces both.",
+    )
+    dataset_format: DatasetFormat = Field(
+        "auto",
+        description="Format of `dataset`: 'jsonl' (one {\"prompt\"|\"text\"|\"messages\", "
+        "\"category\"?} per line), 'sharegpt' (JSON list of conversations), 'replay' "
+        "(recorded traffic: JSONL of {\"input_len\", \"output_len\", \"prompt\"?}); "
+        "'auto' tells them apart by the file's content.",
+    )
+    prompt_length: Literal["fit", "natural"] = Field(
+        "fit",
+        description="Text prompts: 'fit' brings each to the shape's input_len (real text "
+        "from the same set is prepended, or the start cut), 'natural' sends them as they "
+        "are (one shape; input_len is then not a dimension).",
+    )
     requests_per_level: PositiveInt | None = Field(
         None,
         description="Requests measured per level; default max(min_requests, "
@@ -35,15 +86,17 @@ class LoadSpec(_Model):
     max_error_rate: float = Field(
         0.05, ge=0, le=1, description="A level with more failed requests is marked failed."
     )
-    endpoint: Literal["generate", "completions", "chat"] = Field(
-        "generate",
-        description="'generate': sglang's native API with exact-length random token ids; "
-        "'completions' / 'chat': the OpenAI-compatible endpoints with text prompts.",
+    endpoint: Literal["auto", "generate", "completions", "chat"] = Field(
+        "auto",
+        description="'generate': sglang's native API (random prompts as exact-length token "
+        "ids); 'completions' / 'chat': the OpenAI-compatible endpoints ('chat' applies the "
+        "model's chat template on the server); 'auto': chat for text prompts, generate for "
+        "random ones.",
     )
     dataset: Path | None = Field(
         None,
-        description="Optional ShareGPT-style JSON file of prompts (text endpoints and "
-        "generate); output length stays output_len.",
+        description="Your own prompts (see dataset_format): JSONL, ShareGPT JSON or a "
+        "replay of recorded traffic; replaces `prompts`.",
     )
     repeats: PositiveInt = Field(
         1, description="Measured passes per level; the row reports their spread (CV)."
@@ -72,6 +125,29 @@ class LoadSpec(_Model):
         "passes' worth.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes_from_lists(cls, data: Any) -> Any:
+        """input_len/output_len lists become shapes (their product, inputs outermost)."""
+        if not isinstance(data, dict):
+            return data
+        ins, outs = data.get("input_len"), data.get("output_len")
+        if not isinstance(ins, list) and not isinstance(outs, list):
+            shapes = data.get("shapes")
+            if isinstance(shapes, list) and shapes:  # input_len/output_len: the first shape's
+                first = shapes[0]
+                get = first.get if isinstance(first, dict) else lambda k: getattr(first, k, None)
+                return {**data, "input_len": get("input_len"), "output_len": get("output_len")}
+            return data
+        if data.get("shapes"):
+            raise ValueError("give shapes, or lists of input_len/output_len, not both")
+        ins = ins if isinstance(ins, list) else [256 if ins is None else ins]
+        outs = outs if isinstance(outs, list) else [256 if outs is None else outs]
+        if not ins or not outs:
+            raise ValueError("input_len and output_len lists need at least one value")
+        shapes = [{"input_len": i, "output_len": o} for i, o in product(ins, outs)]
+        return {**data, "shapes": shapes, "input_len": ins[0], "output_len": outs[0]}
+
     @field_validator("concurrency")
     @classmethod
     def _distinct_sorted(cls, v: list[int]) -> list[int]:
@@ -88,6 +164,23 @@ class LoadSpec(_Model):
         return v
 
     @model_validator(mode="after")
+    def _one_shape_source(self) -> LoadSpec:
+        """After validation input_len/output_len are the first shape's (plain ints)."""
+        labels = [s.label for s in self.shapes]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"shapes repeat: {labels}")
+        if self.prompt_length == "natural" and len(self.shapes) > 1:
+            raise ValueError(
+                "prompt_length 'natural' sends prompts as they are: input length cannot be a "
+                "dimension; use prompt_length 'fit' to sweep shapes"
+            )
+        if self.dataset is None and self.dataset_format != "auto":
+            raise ValueError("dataset_format needs a dataset")
+        if self.dataset is not None and self.prompts == "random":
+            raise ValueError("prompts 'random' and a dataset exclude each other")
+        return self
+
+    @model_validator(mode="after")
     def _repeat_bounds(self) -> LoadSpec:
         if self.target_cv is not None and self.max_repeats < max(self.repeats, 2):
             raise ValueError(
@@ -99,6 +192,36 @@ class LoadSpec(_Model):
                 "throughput) supersedes target_cv (the spread between passes)"
             )
         return self
+
+    def shape_list(self) -> list[Shape]:
+        """The shapes this load measures, in order (one when none are given)."""
+        if self.shapes:
+            return list(self.shapes)
+        return [Shape(input_len=self.input_len, output_len=self.output_len)]
+
+    def for_shape(self, shape: Shape) -> LoadSpec:
+        """The load of one shape: what a level (a cell) is measured with."""
+        return self.model_copy(
+            update={"input_len": shape.input_len, "output_len": shape.output_len, "shapes": []}
+        )
+
+    @property
+    def shape(self) -> Shape:
+        """The first shape (the only one of a single-shape load)."""
+        return self.shape_list()[0]
+
+    @property
+    def multi_shape(self) -> bool:
+        return len(self.shapes) > 1
+
+    def text_prompts(self) -> bool:
+        """Whether requests carry text (a dataset or the bundled set), not random prompts."""
+        return self.dataset is not None or self.prompts == "builtin"
+
+    def resolved_endpoint(self) -> Literal["generate", "completions", "chat"]:
+        if self.endpoint != "auto":
+            return self.endpoint
+        return "chat" if self.text_prompts() else "generate"
 
     def max_passes(self, concurrency: int) -> int:
         """The most passes a level can run (what a disk or time estimate must allow for)."""

@@ -6,7 +6,6 @@ every cross-variant rule is checked here before a server is launched.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,8 +22,6 @@ from specsweep.config import (
 from specsweep.config.command import effective_max_running_requests
 from specsweep.config.redact import redact_args, redact_env
 from specsweep.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 BASELINE = Variant()
 
@@ -188,15 +185,6 @@ def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
         raise ConfigError(
             f"max_running_requests differs between variants ({detail}); "
             "baseline and speculative variants must run with the same cap"
-        )
-    cap = next(iter(caps.values()))
-    top = max(config.load.concurrency)
-    if cap is not None and top > cap:
-        log.warning(
-            "concurrency %d exceeds max_running_requests %d: requests above the cap queue "
-            "on the server and the level measures queueing",
-            top,
-            cap,
         )
 
 

@@ -38,6 +38,11 @@ class ServerSpec(_Model):
         description="--max-running-requests for every variant. sglang resets it to 48 "
         "when speculation is on and it is unset, so comparisons need it set.",
     )
+    context_length: PositiveInt | None = Field(
+        None,
+        description="--context-length (default: the model's). Set, it also lets specsweep "
+        "refuse shapes and prompts that do not fit before anything is launched.",
+    )
     env: EnvMap = Field(default_factory=dict, description="Extra environment.")
     extra_args: ExtraArgs = Field(
         default_factory=list, description="Further sglang flags, passed verbatim."

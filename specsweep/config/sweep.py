@@ -249,6 +249,23 @@ class SweepConfig(_Model):
         "skipped). Default: record the failure and go on with the next variant.",
     )
 
+    @property
+    def speculative(self) -> bool:
+        """Whether the sweep measures any speculative variant (the workload matters then)."""
+        if self.step_sweep or self.topk_sweep or self.grid_sweep:
+            return True
+        return any(not v.is_baseline for v in self.variants)
+
+    @model_validator(mode="after")
+    def _resolve_prompts(self) -> SweepConfig:
+        """prompts 'auto' becomes what runs, so rows, reports and the UI say it: real text
+        where acceptance decides the answer (speculation on real sglang), random elsewhere."""
+        if self.load.prompts == "auto" and self.load.dataset is None:
+            real = self.server.backend == "sglang" and self.speculative
+            load = self.load.model_copy(update={"prompts": "builtin" if real else "random"})
+            object.__setattr__(self, "load", load)  # a frozen model: resolved once, here
+        return self
+
     @model_validator(mode="after")
     def _reachable_from_orchestrator(self) -> SweepConfig:
         t = self.target

@@ -30,7 +30,7 @@ def results_bytes_needed(config: SweepConfig, n_variants: int) -> int:
         load.num_requests(c) * load.max_passes(c) * _BYTES_PER_REQUEST + _BYTES_PER_LEVEL
         for c in load.concurrency
     )
-    return 2 * n_variants * per_variant + 16 * 1024 * 1024
+    return 2 * n_variants * len(load.shape_list()) * per_variant + 16 * 1024 * 1024
 
 
 def check_results_dir(config: SweepConfig, n_variants: int) -> None:

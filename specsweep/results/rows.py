@@ -17,6 +17,7 @@ from specsweep.config.command import (
 )
 from specsweep.config.redact import redact_args, redact_env
 from specsweep.results.schema import SCHEMA_VERSION
+from specsweep.workloads.loaders import workload_label
 
 if TYPE_CHECKING:  # the targets are never loaded to build or read rows
     from specsweep.loadgen.metrics import RequestRecord
@@ -108,8 +109,7 @@ def level_row(
         **facts_columns(server, facts),
         **variant_columns(server, variant, cmd),
         "concurrency": c,
-        "input_len": load.input_len,
-        "output_len": load.output_len,
+        **load_columns(load),
         "num_requests": load.num_requests(c),
         "warmup_requests": load.num_warmup(c),
         "seed": load.seed,
@@ -139,8 +139,7 @@ def skipped_level_row(
         **facts_columns(server, facts),
         **variant_columns(server, variant, cmd),
         "concurrency": concurrency,
-        "input_len": load.input_len,
-        "output_len": load.output_len,
+        **load_columns(load),
         "num_requests": 0,
         "warmup_requests": 0,
         "seed": load.seed,
@@ -151,6 +150,17 @@ def skipped_level_row(
         "failed": 0,
         "status": "skipped",
         "error": reason,
+    }
+
+
+def load_columns(load: LoadSpec) -> dict[str, Any]:
+    """The cell's shape and what was sent: `load` is one shape's (LoadSpec.for_shape)."""
+    return {
+        "shape": load.shape.label,
+        "input_len": load.input_len,
+        "output_len": load.output_len,
+        "workload": workload_label(load),
+        "endpoint": load.resolved_endpoint(),
     }
 
 
@@ -176,13 +186,19 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def request_row(
-    ctx: RunContext, variant: str, concurrency: int, result: LevelResult, rec: RequestRecord
+    ctx: RunContext,
+    variant: str,
+    concurrency: int,
+    result: LevelResult,
+    rec: RequestRecord,
+    shape: str | None = None,
 ) -> dict[str, Any]:
     first = rec.chunk_times[0] if rec.chunk_times else None
     return {
         **ctx.identity(),
         "variant": variant,
         "concurrency": concurrency,
+        "shape": shape,
         "repeat": rec.repeat,
         "index": rec.index,
         "sent_at": _wall(result, rec.start),
@@ -200,11 +216,12 @@ def request_row(
         "finish_reason": rec.finish_reason,
         "spec_verify_ct": rec.spec_verify_ct,
         "spec_accept_length": rec.spec_accept_length,
+        "category": rec.category,
         "error": rec.error,
     }
 
 
 def request_rows(
-    ctx: RunContext, variant: str, concurrency: int, result: LevelResult
+    ctx: RunContext, variant: str, concurrency: int, result: LevelResult, shape: str | None = None
 ) -> list[dict[str, Any]]:
-    return [request_row(ctx, variant, concurrency, result, r) for r in result.records]
+    return [request_row(ctx, variant, concurrency, result, r, shape) for r in result.records]

@@ -12,7 +12,11 @@ import pyarrow as pa
 # 3: levels gained the 95% intervals (*_lo, *_hi), target_ci and target_ci_met (null before).
 # 4: levels may have status "skipped" (an adaptive search did not measure them, `error` says
 #    why; every metric null); runs gained search_stop; the predictions table is new.
-SCHEMA_VERSION = 4
+# 5: load shapes and workloads: levels gained shape (in<input_len>-out<output_len>, a cell is
+#    (shape, concurrency)), workload (random-ids, random-words, builtin, jsonl:<file>, ...) and
+#    endpoint; requests gained shape and category; predictions gained shape. Older files read
+#    them null; a null shape is the level's own in<input_len>-out<output_len>.
+SCHEMA_VERSION = 5
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -93,8 +97,11 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("env", pa.string()),  # JSON object, secrets redacted
         pa.field("server_command", pa.string()),  # shell line, secrets redacted
         pa.field("concurrency", pa.int32(), nullable=False),
+        pa.field("shape", pa.string()),  # in<input_len>-out<output_len>: with concurrency, the cell
         pa.field("input_len", pa.int32()),
         pa.field("output_len", pa.int32()),
+        pa.field("workload", pa.string()),  # random-ids | random-words | builtin | <format>:<file>
+        pa.field("endpoint", pa.string()),  # generate | completions | chat
         pa.field("num_requests", pa.int32()),
         pa.field("warmup_requests", pa.int32()),
         pa.field("seed", pa.int64()),
@@ -144,6 +151,7 @@ REQUESTS_SCHEMA = pa.schema(
         pa.field("hostname", pa.string()),
         pa.field("variant", pa.string(), nullable=False),
         pa.field("concurrency", pa.int32(), nullable=False),
+        pa.field("shape", pa.string()),
         pa.field("repeat", pa.int16(), nullable=False),
         pa.field("index", pa.int32(), nullable=False),  # order of issue within the pass
         pa.field("sent_at", _UTC),
@@ -162,6 +170,7 @@ REQUESTS_SCHEMA = pa.schema(
         pa.field("finish_reason", pa.string()),
         pa.field("spec_verify_ct", pa.int32()),
         pa.field("spec_accept_length", pa.float64()),
+        pa.field("category", pa.string()),  # the prompt's category (chat, code, ...), if known
         pa.field("error", pa.string()),
     ],
     metadata={"specsweep.table": "requests", "specsweep.schema_version": str(SCHEMA_VERSION)},
@@ -183,6 +192,7 @@ PREDICTIONS_SCHEMA = pa.schema(
         pa.field("topk", pa.int16()),
         pa.field("num_draft_tokens", pa.int16()),
         pa.field("concurrency", pa.int32(), nullable=False),
+        pa.field("shape", pa.string()),
         pa.field("predicted_output_throughput", pa.float64()),
         pa.field("predicted_lo", pa.float64()),  # 95% prediction interval
         pa.field("predicted_hi", pa.float64()),

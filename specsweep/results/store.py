@@ -4,6 +4,10 @@ Layout under the results root (readable without specsweep)::
 
     levels/<run_id>/<variant>__c<concurrency>@<target>.parquet     one row
     requests/<run_id>/<variant>__c<concurrency>@<target>.parquet   one row per request
+
+A run with several load shapes names each cell's files ``<variant>__<shape>__c<concurrency>``
+(``eagle3-s3__in4096-out256__c00016@local.parquet``); a single-shape run keeps the names
+above, so runs written before shapes existed resume as they are.
     runs/<run_id>.parquet                                          one row
     phases/<run_id>/<variant>@<target>.json                        phase timings
     predictions/<run_id>/<stage>[-<variant>]@<target>.parquet      a search's predictions
@@ -58,12 +62,28 @@ def target_slug(target: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "-", target).strip("-") or "unnamed"
 
 
-def _level_stem(variant: str, concurrency: int) -> str:
-    return f"{variant}__c{concurrency:05d}"
+def _level_stem(variant: str, concurrency: int, shape: str | None = None) -> str:
+    cell = f"{shape}__c{concurrency:05d}" if shape else f"c{concurrency:05d}"
+    return f"{variant}__{cell}"
 
 
-def _level_rel(table: str, run_id: str, variant: str, concurrency: int, target: str) -> str:
-    return f"{table}/{run_id}/{_level_stem(variant, concurrency)}@{target_slug(target)}.parquet"
+def _level_rel(
+    table: str, run_id: str, variant: str, concurrency: int, target: str, shape: str | None = None
+) -> str:
+    stem = _level_stem(variant, concurrency, shape)
+    return f"{table}/{run_id}/{stem}@{target_slug(target)}.parquet"
+
+
+def fill_shape(levels: pd.DataFrame) -> pd.DataFrame:
+    """Rows from before shapes existed (schema < 5) get their own in<input>-out<output>."""
+    if levels.empty or not levels["shape"].isna().any():
+        return levels
+    missing = levels["shape"].isna()
+    ins = levels["input_len"].astype("Int64").astype(str)
+    outs = levels["output_len"].astype("Int64").astype(str)
+    levels = levels.copy()
+    levels.loc[missing, "shape"] = ("in" + ins + "-out" + outs)[missing]
+    return levels
 
 
 def _phases_rel(run_id: str, variant: str, target: str) -> str:
@@ -103,14 +123,23 @@ def _to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
 
 
-def _read(root: ResultsRoot, rel: str, schema: pa.Schema) -> pd.DataFrame:
+def _read(
+    root: ResultsRoot, rel: str, schema: pa.Schema, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """`columns`: read only these (a request row's chunk timings are most of its bytes)."""
     fs = root.filesystem
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
     files = root.files(rel, ".parquet")
     if not files:
         return schema.empty_table().to_pandas()
 
     def one(path: str) -> pa.Table:
-        return _to_schema(pq.read_table(path, filesystem=fs), schema)
+        if columns is None:
+            return _to_schema(pq.read_table(path, filesystem=fs), schema)
+        present = pq.read_schema(path, filesystem=fs).names
+        table = pq.read_table(path, filesystem=fs, columns=[c for c in columns if c in present])
+        return _to_schema(table, schema)
 
     # Files are small and many; on an object store each read is a round trip.
     with ThreadPoolExecutor(max_workers=min(_READERS, len(files))) as pool:
@@ -136,38 +165,61 @@ class ResultsStore:
     def requests_dir(self) -> Path | str:
         return self.location.public("requests")
 
-    def level_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path | str:
-        return self.location.public(_level_rel("levels", run_id, variant, concurrency, target))
+    def level_path(
+        self, run_id: str, variant: str, concurrency: int, target: str, shape: str | None = None
+    ) -> Path | str:
+        rel = _level_rel("levels", run_id, variant, concurrency, target, shape)
+        return self.location.public(rel)
 
-    def requests_path(self, run_id: str, variant: str, concurrency: int, target: str) -> Path | str:
-        return self.location.public(_level_rel("requests", run_id, variant, concurrency, target))
+    def requests_path(
+        self, run_id: str, variant: str, concurrency: int, target: str, shape: str | None = None
+    ) -> Path | str:
+        rel = _level_rel("requests", run_id, variant, concurrency, target, shape)
+        return self.location.public(rel)
 
     def run_path(self, run_id: str) -> Path | str:
         return self.location.public(f"runs/{run_id}.parquet")
 
     def has_level(
-        self, run_id: str, variant: str, concurrency: int, target: str | None = None
+        self,
+        run_id: str,
+        variant: str,
+        concurrency: int,
+        target: str | None = None,
+        shape: str | None = None,
     ) -> bool:
-        """Measured on `target` (None: on any target) in this run.
+        """Measured on `target` (None: on any target) in this run; `shape`: the cell's shape
+        in a run of several shapes (None: a single-shape run).
 
         A file from before targets were in the name counts for every target.
         """
-        stem = _level_stem(variant, concurrency)
+        stem = _level_stem(variant, concurrency, shape)
         if self.location.exists(f"levels/{run_id}/{stem}.parquet"):
             return True
         if target is not None:
-            return self.location.exists(_level_rel("levels", run_id, variant, concurrency, target))
+            rel = _level_rel("levels", run_id, variant, concurrency, target, shape)
+            return self.location.exists(rel)
         files = self.location.files(f"levels/{run_id}", ".parquet", recursive=False)
         return any(f.rpartition("/")[2].startswith(f"{stem}@") for f in files)
 
-    def write_level(self, row: dict[str, Any]) -> Path | str:
-        rel = _level_rel("levels", row["run_id"], row["variant"], row["concurrency"], row["target"])
+    def write_level(self, row: dict[str, Any], *, by_shape: bool = False) -> Path | str:
+        """`by_shape`: the run has several shapes, and the file name carries the row's."""
+        shape = row["shape"] if by_shape else None
+        rel = _level_rel(
+            "levels", row["run_id"], row["variant"], row["concurrency"], row["target"], shape
+        )
         return self.location.write(rel, _parquet_bytes(_conform([row], LEVELS_SCHEMA)))
 
     def write_requests(
-        self, run_id: str, variant: str, concurrency: int, target: str, rows: list[dict[str, Any]]
+        self,
+        run_id: str,
+        variant: str,
+        concurrency: int,
+        target: str,
+        rows: list[dict[str, Any]],
+        shape: str | None = None,
     ) -> Path | str:
-        rel = _level_rel("requests", run_id, variant, concurrency, target)
+        rel = _level_rel("requests", run_id, variant, concurrency, target, shape)
         return self.location.write(rel, _parquet_bytes(_conform(rows, REQUESTS_SCHEMA)))
 
     def write_run(self, row: dict[str, Any]) -> Path | str:
@@ -232,11 +284,14 @@ class ResultsStore:
 
     def read_levels(self, run_id: str | None = None) -> pd.DataFrame:
         """All level rows (or one run's), one schema whatever the files' age."""
-        return _read(self.location, f"levels/{run_id}" if run_id else "levels", LEVELS_SCHEMA)
+        rel = f"levels/{run_id}" if run_id else "levels"
+        return fill_shape(_read(self.location, rel, LEVELS_SCHEMA))
 
-    def read_requests(self, run_id: str | None = None) -> pd.DataFrame:
+    def read_requests(
+        self, run_id: str | None = None, columns: list[str] | None = None
+    ) -> pd.DataFrame:
         rel = f"requests/{run_id}" if run_id else "requests"
-        return _read(self.location, rel, REQUESTS_SCHEMA)
+        return _read(self.location, rel, REQUESTS_SCHEMA, columns)
 
     def read_run(self, run_id: str) -> dict[str, Any] | None:
         rel = f"runs/{run_id}.parquet"

@@ -30,6 +30,9 @@ from specsweep.results.store import ResultsStore
 from specsweep.search.model import Predicted, SpecModel
 from specsweep.search.seeds import seeds
 
+# A cell of the search: (shape, concurrency); a single-shape run has one shape.
+Cell = tuple[str, int]
+
 
 @dataclass(frozen=True)
 class Standing:
@@ -37,9 +40,9 @@ class Standing:
 
     variant: Variant
     launched: bool
-    predicted: dict[int, Predicted] = field(default_factory=dict)
-    upper: float = math.nan  # max over levels of predicted hi / best measured there
-    at: int | None = None  # the level of that maximum
+    predicted: dict[Cell, Predicted] = field(default_factory=dict)
+    upper: float = math.nan  # max over cells of predicted hi / best measured there
+    at: Cell | None = None  # the cell of that maximum
     reason: str = ""  # why launched / not launched
 
     @property
@@ -97,50 +100,103 @@ class RunSoFar:
 RESOLUTION_CAP = 0.03
 
 
-def best_measured(levels: pd.DataFrame) -> dict[int, tuple[float, str]]:
-    """Per level: the bar a variant must clear to change the answer there, before the
+def shaped(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Rows with a non-null `shape` ("" where a row cannot say: a single-shape run)."""
+    if frame is None:
+        return None
+    if "shape" not in frame.columns:
+        return frame.assign(shape="")
+    if frame["shape"].isna().any():
+        return frame.assign(shape=frame["shape"].fillna(""))
+    return frame
+
+
+def shapes_of(levels: pd.DataFrame) -> list[str]:
+    """The shapes the run measured so far, in their first appearance ([""] before any)."""
+    levels = shaped(levels)
+    assert levels is not None
+    return list(dict.fromkeys(levels["shape"])) or [""]
+
+
+def cell_text(cell: Cell | None, multi: bool) -> str:
+    if cell is None:
+        return "?"
+    return f"{cell[0]} c={cell[1]}" if multi and cell[0] else f"c={cell[1]}"
+
+
+def best_measured(levels: pd.DataFrame) -> dict[Cell, tuple[float, str]]:
+    """Per cell: the bar a variant must clear to change the answer there, before the
     margin (the highest measured output throughput, raised by what separates a lead from
-    a near-tie at that level's noise), and the variant that set it."""
-    ok = answer_rows(levels)
+    a near-tie at that cell's noise), and the variant that set it."""
+    ok = shaped(answer_rows(levels))
+    assert ok is not None
     ok = ok[ok["status"] == "ok"]
-    out: dict[int, tuple[float, str]] = {}
-    for c, rows in ok.groupby("concurrency"):
+    out: dict[Cell, tuple[float, str]] = {}
+    for (shape, c), rows in ok.groupby(["shape", "concurrency"]):
         top = rows.loc[rows["output_throughput"].idxmax()]
         value = float(top["output_throughput"])
         hi = top.get("output_throughput_hi")
         half = (float(hi) / value - 1.0) if hi is not None and not pd.isna(hi) else 0.0
         resolution = math.exp(math.sqrt(2.0) * min(max(half, 0.0), RESOLUTION_CAP))
-        out[int(c)] = (value * resolution, str(top["variant"]))
+        out[(str(shape), int(c))] = (value * resolution, str(top["variant"]))
     return out
 
 
-def _complete(levels: pd.DataFrame, variant: str, concurrency: list[int]) -> bool:
-    done = set(levels.loc[levels["variant"] == variant, "concurrency"].astype(int))
-    return set(concurrency) <= done
+def _complete(levels: pd.DataFrame, variant: str, cells: list[Cell]) -> bool:
+    mine = levels[levels["variant"] == variant]
+    done = set(zip(mine["shape"], mine["concurrency"].astype(int), strict=True))
+    return set(cells) <= done
 
 
 def _standing(
     v: Variant,
     launched: bool,
-    model: SpecModel | None,
-    best: dict[int, tuple[float, str]],
-    concurrency: list[int],
+    models: dict[str, SpecModel | None],
+    best: dict[Cell, tuple[float, str]],
+    cells: list[Cell],
 ) -> Standing:
-    predicted: dict[int, Predicted] = {}
-    if model is not None:
-        for c in concurrency:
-            p = model.predict(v, c)
-            if p is not None:
-                predicted[c] = p
+    predicted: dict[Cell, Predicted] = {}
+    for shape, c in cells:
+        model = models.get(shape)
+        p = model.predict(v, c) if model is not None else None
+        if p is not None:
+            predicted[(shape, c)] = p
     ratios = {c: p.hi / best[c][0] for c, p in predicted.items() if c in best and best[c][0] > 0}
     if not ratios:
         return Standing(v, launched, predicted)
-    at = max(ratios, key=lambda c: (ratios[c], -c))
+    at = max(ratios, key=lambda cell: (ratios[cell], -cell[1]))
     return Standing(v, launched, predicted, ratios[at], at)
 
 
 def _outlook(s: Standing) -> str:
-    return f"upper bound {s.upper:.2f}x of a clear lead over the best measured at c={s.at}"
+    multi = len({shape for shape, _ in s.predicted}) > 1
+    return (
+        f"upper bound {s.upper:.2f}x of a clear lead over the best measured at "
+        f"{cell_text(s.at, multi)}"
+    )
+
+
+class _Models:
+    """One model per shape (a shape changes the cost curve: fitted on its own cells)."""
+
+    def __init__(self, levels: pd.DataFrame, requests: pd.DataFrame | None) -> None:
+        ok = answer_rows(levels)
+        shapes = shapes_of(levels)
+        reqs = shaped(requests)
+        if reqs is not None and len(shapes) > 0:  # requests from before shapes: the first
+            reqs = reqs.assign(shape=reqs["shape"].replace("", shapes[0]))
+        self.by_shape: dict[str, SpecModel | None] = {}
+        for shape in shapes:
+            rows = ok[ok["shape"] == shape]
+            mine = None if reqs is None else reqs[reqs["shape"] == shape]
+            self.by_shape[shape] = SpecModel.fit(rows, mine) if not rows.empty else None
+
+    @property
+    def fit_on(self) -> tuple[str, ...]:
+        names: dict[str, None] = {}
+        for model in self.by_shape.values():
+            names.update(dict.fromkeys(_fit_on(model)))
+        return tuple(names)
 
 
 def next_step(
@@ -151,19 +207,26 @@ def next_step(
     tried: set[str],
     pending: set[str] = frozenset(),  # type: ignore[assignment]
     now: float | None = None,
+    shapes: list[str] | None = None,
 ) -> SearchStep:
     """The search's next move given what is stored; `tried`: variants launched by this
-    process (not retried after a failure); `pending`: submitted on a fleet, not finished."""
-    levels = so_far.levels
+    process (not retried after a failure); `pending`: submitted on a fleet, not finished;
+    `shapes`: the run's shape labels (default: those measured so far). Every comparison is
+    per cell (shape, concurrency): a variant is worth launching if it can win any cell."""
+    levels = shaped(so_far.levels)
+    assert levels is not None
+    shapes = list(shapes) if shapes else shapes_of(levels)
+    cells = [(shape, c) for shape in shapes for c in concurrency]
     launched = so_far.launched | tried | set(pending)
     busy = set(pending)
 
-    def fit() -> tuple[SpecModel | None, list[Standing]]:
+    def fit() -> tuple[_Models | None, list[Standing]]:
         ok = answer_rows(levels)
-        model = SpecModel.fit(ok, so_far.requests) if not ok.empty else None
+        models = _Models(levels, so_far.requests) if not ok.empty else None
         best = best_measured(levels)
-        return model, [
-            _standing(v, v.label in launched, model, best, concurrency) for v in candidates
+        by_shape = models.by_shape if models is not None else {}
+        return models, [
+            _standing(v, v.label in launched, by_shape, best, cells) for v in candidates
         ]
 
     # a variant this run started but did not finish (a crash, a lost host): finish it first
@@ -172,7 +235,7 @@ def next_step(
             v.label in so_far.launched
             and v.label not in tried
             and v.label not in busy
-            and not _complete(levels, v.label, concurrency)
+            and not _complete(levels, v.label, cells)
         ):
             return SearchStep(v, "resumed: launched before, levels missing", False, [])
 
@@ -241,11 +304,11 @@ def next_step(
     return SearchStep(None, why, True, standings, _fit_on(model))
 
 
-def _fit_on(model: SpecModel | None) -> tuple[str, ...]:
+def _fit_on(model: SpecModel | _Models | None) -> tuple[str, ...]:
     return tuple(model.fit_on) if model is not None else ()
 
 
-def _stop(why: str, fitted: tuple[SpecModel | None, list[Standing]], busy: set[str]) -> SearchStep:
+def _stop(why: str, fitted: tuple[_Models | None, list[Standing]], busy: set[str]) -> SearchStep:
     model, standings = fitted
     if busy:
         return SearchStep(None, f"{why}; waiting for the variants in flight", False, standings)
@@ -258,9 +321,10 @@ def not_launched_reason(s: Standing, stop: str) -> str:
         return f"not launched ({stop}); the model cannot predict it"
     if stop.startswith("budget spent"):
         return f"not launched: {stop}; its {_outlook(s)}"
+    multi = len({shape for shape, _ in s.predicted}) > 1
     return (
-        f"predicted at most {s.upper:.2f}x of a clear lead over the best at every level "
-        f"(95% upper bounds; closest at c={s.at})"
+        f"predicted at most {s.upper:.2f}x of a clear lead over the best at every "
+        f"{'cell' if multi else 'level'} (95% upper bounds; closest at {cell_text(s.at, multi)})"
     )
 
 
@@ -277,7 +341,7 @@ def prediction_rows(
     rows = []
     for s in standings:
         v = s.variant
-        for c, p in sorted(s.predicted.items()):
+        for (shape, c), p in sorted(s.predicted.items()):
             rows.append(
                 {
                     "schema_version": SCHEMA_VERSION,
@@ -289,6 +353,7 @@ def prediction_rows(
                     "topk": v.resolved_topk,
                     "num_draft_tokens": v.resolved_num_draft_tokens,
                     "concurrency": c,
+                    "shape": shape or None,
                     "predicted_output_throughput": p.value,
                     "predicted_lo": p.lo,
                     "predicted_hi": p.hi,

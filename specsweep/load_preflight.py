@@ -1,0 +1,113 @@
+"""What the load can and cannot measure, said before anything is launched.
+
+A launch costs minutes of GPU time (8.5 on the seeds' box): a shape that does not fit the
+context, a dataset that does not parse or a level the client cannot open sockets for must
+stop the run here, and a level that would measure something else than the user thinks (the
+server's queue above max_running_requests, random ids where acceptance decides the answer)
+must be said here, once.
+"""
+
+from __future__ import annotations
+
+import resource
+
+from specsweep.config import SweepConfig, Variant
+from specsweep.config.command import effective_max_running_requests
+from specsweep.errors import ConfigError
+from specsweep.workloads.fitting import check_workload
+from specsweep.workloads.loaders import DatasetError
+
+# The simulator's context length when --context-length is not given (sglang's is the model's).
+SIMULATOR_CONTEXT_LENGTH = 131072
+# Sockets beyond one per stream: the server's admin calls, logs, Python's own files.
+_SPARE_FILES = 256
+
+
+def known_context_length(config: SweepConfig) -> int | None:
+    """The server's context length when it can be known before launch (None: real sglang
+    without --context-length, where the model's config decides)."""
+    if config.server.context_length is not None:
+        return config.server.context_length
+    return SIMULATOR_CONTEXT_LENGTH if config.server.backend == "simulator" else None
+
+
+def check_shapes(config: SweepConfig) -> None:
+    limit = known_context_length(config)
+    if limit is None:
+        return
+    for shape in config.load.shape_list():
+        if shape.input_len + shape.output_len > limit:
+            raise ConfigError(
+                f"shape {shape.label}: {shape.input_len} prompt + {shape.output_len} output "
+                f"tokens exceed the server's context length {limit}; drop the shape or set "
+                "server.context_length (the model must support it)"
+            )
+
+
+def files_needed(config: SweepConfig) -> int:
+    """Open files the load generator needs at the highest level: a socket per stream."""
+    return max(config.load.concurrency) + _SPARE_FILES
+
+
+def ensure_open_files(needed: int) -> str | None:
+    """Raise this process's soft open-file limit to `needed` if the hard limit allows; say
+    what was done (None: nothing needed). Refused when even the hard limit is too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or needed <= soft:
+        return None
+    if hard != resource.RLIM_INFINITY and needed > hard:
+        raise ConfigError(
+            f"the highest concurrency needs {needed} open files (a socket per stream), but "
+            f"this machine allows {hard} (ulimit -Hn): lower load.concurrency, or raise the "
+            "hard limit (limits.conf / systemd LimitNOFILE) and run again"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return f"raised the open-file limit from {soft} to {needed} for the highest level's streams"
+
+
+def _queue_warning(config: SweepConfig, variants: list[Variant]) -> str | None:
+    caps = {effective_max_running_requests(config.server, v) for v in variants} - {None}
+    if not caps:
+        return None
+    cap = min(caps)
+    above = [c for c in config.load.concurrency if c > cap]
+    if not above:
+        return None
+    return (
+        f"levels above max_running_requests {cap} (c={', '.join(map(str, above))}) measure "
+        f"the server's queue, not a larger batch: at most {cap} requests run at once, the "
+        "rest wait (their TTFT grows, throughput does not)"
+    )
+
+
+def _random_ids_warning(config: SweepConfig, variants: list[Variant]) -> str | None:
+    speculative = any(not v.is_baseline for v in variants)
+    if config.server.backend != "sglang" or not speculative or config.load.text_prompts():
+        return None
+    return (
+        "load.prompts is random: a drafter accepts far fewer tokens on random ids than on "
+        "real text, so the speculative variants' accept length and speedups will be "
+        "understated; use prompts: builtin (or your own dataset) unless random is the point"
+    )
+
+
+def drives_load_here(config: SweepConfig) -> bool:
+    """Whether this process runs the load generator (else the SSH target's does)."""
+    t = config.target
+    return t.kind != "ssh" or getattr(t, "drive_from", "target") == "orchestrator"
+
+
+def check_load(config: SweepConfig, variants: list[Variant], *, local_client: bool) -> list[str]:
+    """Refuse what cannot run (ConfigError); return what the user must hear before launch.
+
+    `local_client`: the load generator runs in this process (its open-file limit is
+    raised here); otherwise the target's own load generator raises its own."""
+    check_shapes(config)
+    try:
+        check_workload(config.load, known_context_length(config))
+    except DatasetError as exc:
+        raise ConfigError(f"load.dataset: {exc}") from None
+    notes = [w for w in (_queue_warning(config, variants), _random_ids_warning(config, variants))]
+    if local_client and (raised := ensure_open_files(files_needed(config))):
+        notes.append(raised)
+    return [n for n in notes if n]
