@@ -11,7 +11,9 @@ Per decode cycle of B running requests, as sglang does it:
    draft_tokens a+1 -> b+1`` is logged, before the cycle runs;
 2. the cycle costs ``spec_cycle_ms`` of a chain ``SpecConfig(algorithm, s, 1, s + 1)``
    for s >= 1, or the zero-step trivial verify (``perf_model.zero_step_cycle_ms``) for
-   s = 0, and its accept lengths come from that config's distribution (1 at s = 0);
+   s = 0, evaluated at the running batch's mean context (the KV-read term), and each
+   request's accept length comes from that config's distribution for the request's text
+   category (one sampler per step count and category; 1 at s = 0);
 3. ``on_verify_complete(correct drafts per request, len(batch))``
    (``on_verify_complete_cpu`` from the batch result processor) feeds the slot of the
    batch size; when its EMA moves it, ``Adaptive spec params updated: ...`` is logged by
@@ -85,7 +87,7 @@ class AdaptiveRuntime:
         self._log = log or (lambda _msg: None)
         self.steps = initial.num_steps
         self._specs: dict[int, SpecConfig] = {}
-        self._samplers: dict[int, AcceptSampler] = {}
+        self._samplers: dict[tuple[int, str], AcceptSampler] = {}
         self.switches: list[tuple[int, int]] = []  # (from, to), in order
 
     @property
@@ -122,17 +124,20 @@ class AdaptiveRuntime:
         self._switch(self.params.steps_for_batch(batch_size))
         return self.steps
 
-    def cycle_ms(self, batch_size: int) -> float:
-        """Cost of one cycle at the active step count."""
+    def cycle_ms(self, batch_size: int, context: float | None = None) -> float:
+        """Cost of one cycle at the active step count, ``context`` tokens of KV per
+        request on average (default: the profile's calibration context)."""
         skip = self.skip_zero_step_draft_extend
-        return spec_cycle_ms(self.profile, batch_size, self.active, skip)
+        return spec_cycle_ms(self.profile, batch_size, self.active, skip, context)
 
-    def sample(self) -> int:
-        """One request's accept length this cycle (bonus token included)."""
-        sampler = self._samplers.get(self.steps)
+    def sample(self, category: str = "random") -> int:
+        """One request's accept length this cycle (bonus token included), for a request
+        whose prompt is of ``category``."""
+        key = (self.steps, category)
+        sampler = self._samplers.get(key)
         if sampler is None:
-            sampler = AcceptSampler(self.profile, self.active, self.rng)
-            self._samplers[self.steps] = sampler
+            sampler = AcceptSampler(self.profile, self.active, self.rng, category)
+            self._samplers[key] = sampler
         return sampler.sample()
 
     def on_verify_complete(self, correct_drafts: list[int], batch_size: int) -> None:

@@ -8,6 +8,12 @@ model's (scaled) duration whatever the batch size, and deadlines are absolute so
 Python overhead of a step is absorbed instead of added: 256 streams on 2 cores keep
 the simulated timing.
 
+Each decode step's cost is evaluated at the running batch's mean context (prompt plus
+the tokens generated so far, kept as a running sum: the KV-read term of the perf model),
+and each request's accept lengths are sampled from its text category's distribution
+(``SimRequest.category``: ``random`` for token ids, the HTTP layer classifies text; one
+``AcceptSampler`` per category, all drawing from the one seeded generator).
+
 With ``--speculative-adaptive`` an ``AdaptiveRuntime`` (``specsweep.sim.adaptive_runtime``)
 picks each decode cycle's step count from the running batch size before the cycle is
 timed, and is fed each cycle's accepted drafts per request afterwards; per-request
@@ -63,6 +69,7 @@ class SimRequest:
 
     prompt_tokens: int
     max_new_tokens: int
+    category: str = "random"  # what the prompt is, for acceptance (perf_model.CATEGORIES)
     stream: bool = False
     stream_interval: int = 1
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -81,6 +88,11 @@ class SimRequest:
     @property
     def completion_tokens(self) -> int:
         return len(self.output_ids)
+
+    @property
+    def context(self) -> int:
+        """Tokens in its KV cache: the prompt and what was generated so far."""
+        return self.prompt_tokens + len(self.output_ids)
 
     def finish_reason(self) -> dict[str, Any] | None:
         """sglang's finish_reason: None while running."""
@@ -118,9 +130,11 @@ class Engine:
         self.max_total_num_tokens = max_total_num_tokens
         self.decode_log_interval = max(1, decode_log_interval)
         self._log = log or (lambda _msg: None)
-        self._sampler = AcceptSampler(profile, spec, random.Random(seed)) if spec else None
+        self._rng = random.Random(seed)
+        self._samplers: dict[str, AcceptSampler] = {}
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self._kv_tokens = 0  # sum of the running requests' contexts
         self._wake = asyncio.Event()
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
@@ -175,6 +189,20 @@ class Engine:
     def is_idle(self) -> bool:
         return not self.running and not self.waiting
 
+    @property
+    def mean_context(self) -> float:
+        """Mean KV tokens per running request (what a decode step reads per sequence)."""
+        return self._kv_tokens / len(self.running) if self.running else 0.0
+
+    def sampler(self, category: str) -> AcceptSampler:
+        """The accept-length sampler of a text category (built on first use)."""
+        sampler = self._samplers.get(category)
+        if sampler is None:
+            assert self.spec is not None
+            sampler = AcceptSampler(self.profile, self.spec, self._rng, category)
+            self._samplers[category] = sampler
+        return sampler
+
     # --- scheduler loop ---------------------------------------------------------
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -194,9 +222,10 @@ class Engine:
                 self._log_prefill(new, tokens)
             elif self.adaptive is not None:
                 self.adaptive.activate(len(self.running))
-                step_ms = self.adaptive.cycle_ms(len(self.running))
+                step_ms = self.adaptive.cycle_ms(len(self.running), self.mean_context)
             else:
-                step_ms = decode_step_ms(self.profile, len(self.running), self.spec, self.overlap)
+                batch, ctx = len(self.running), self.mean_context
+                step_ms = decode_step_ms(self.profile, batch, self.spec, self.overlap, ctx)
             deadline += step_ms * self.time_scale / 1000.0
             now = loop.time()
             if deadline < now - MAX_LAG_S:
@@ -211,6 +240,7 @@ class Engine:
     def _drop_aborted(self) -> None:
         if any(r.aborted for r in self.running):
             self.running = [r for r in self.running if not r.aborted]
+            self._kv_tokens = sum(r.context for r in self.running)
         if any(r.aborted for r in self.waiting):
             self.waiting = deque(r for r in self.waiting if not r.aborted)
 
@@ -233,19 +263,23 @@ class Engine:
             self._append(req, 1, now)
             if not req.finished:
                 self.running.append(req)
+                self._kv_tokens += req.context
 
     def _decode(self, now: float) -> None:
         adaptive = self.adaptive
-        sampler = adaptive if adaptive is not None else self._sampler
         produced = 0
+        kv_tokens = 0
         still: list[SimRequest] = []
         correct: list[int] = []
         for req in self.running:
             if req.aborted:
                 continue
             n = 1
-            if sampler is not None and self.spec is not None:
-                n = sampler.sample()
+            if self.spec is not None:
+                if adaptive is not None:
+                    n = adaptive.sample(req.category)
+                else:
+                    n = self.sampler(req.category).sample()
                 correct.append(n - 1)
                 req.spec_verify_ct += 1
                 req.spec_proposed_drafts += self.spec.num_draft_tokens - 1
@@ -257,9 +291,11 @@ class Engine:
             self._append(req, n, now)
             if not req.finished:
                 still.append(req)
+                kv_tokens += req.context
         if adaptive is not None:
             adaptive.on_verify_complete(correct, batch_size=len(self.running))
         self.running = still
+        self._kv_tokens = kv_tokens
         self._decode_steps += 1
         self._interval_tokens += produced
         if self._decode_steps % self.decode_log_interval == 0:
@@ -282,8 +318,7 @@ class Engine:
 
     # --- sglang-style log lines -------------------------------------------------
     def token_usage(self) -> float:
-        used = sum(r.prompt_tokens + len(r.output_ids) for r in self.running)
-        return used / self.max_total_num_tokens
+        return self._kv_tokens / self.max_total_num_tokens
 
     def _log_prefill(self, new: list[SimRequest], tokens: int) -> None:
         self._log(
@@ -301,7 +336,7 @@ class Engine:
         accept = f"accept len: {self.avg_spec_accept_length:.2f}, " if self.spec else ""
         self._log(
             f"Decode batch. #running-req: {len(self.running)}, "
-            f"#token: {sum(r.prompt_tokens + len(r.output_ids) for r in self.running)}, "
+            f"#token: {self._kv_tokens}, "
             f"token usage: {self.token_usage():.2f}, {accept}cuda graph: True, "
             f"gen throughput (token/s): {self.last_gen_throughput:.2f}, "
             f"#queue-req: {len(self.waiting)}"

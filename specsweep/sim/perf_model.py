@@ -7,10 +7,18 @@ make sense if the simulated server reproduces the *shape* of real measurements.
 Target forward pass (one batch of ``B`` requests processing ``N`` tokens in total)::
 
     t_target(B, N) = t0 + a_req * B + a_tok * N + a_knee * max(0, N - knee)
+                   + a_kv * sum_i(context_i) / 1000
 
 ``t0`` is the fixed cost (reading the weights, kernel launches, all-reduce latency),
-``a_req`` the per-sequence cost (attention over its KV cache, sampling) and ``a_tok``
-the per-token cost (the GEMMs). Past ``knee`` tokens in one forward the GEMMs stop
+``a_req`` the per-sequence cost that does not grow with the context (sampling, the
+attention kernel's fixed work), ``a_tok`` the per-token cost (the GEMMs) and ``a_kv``
+(``kv_ms_per_ktok``) the time to read 1000 tokens of one sequence's KV cache:
+``context_i`` is sequence i's prompt plus the tokens generated so far, and a forward
+reads it once whatever the number of its tokens in the forward (a verify over ``n``
+draft tokens reads the KV once for all of them). ``a_kv`` comes from the model's KV
+bytes per token and the GPU's memory bandwidth (each profile writes the derivation);
+at long contexts this term dominates, which is why speculation keeps paying at larger
+batches there (MagicDec, arXiv 2408.11049). Past ``knee`` tokens in one forward the GEMMs stop
 being memory-bound and each token costs ``a_knee`` more (a roofline in two lines):
 this is why a 16-token draft tree is nearly free for one stream and expensive for
 48 of them (768 verify tokens). A baseline decode step has ``N = B``, so it is the
@@ -27,8 +35,13 @@ and ``n`` draft tokens::
 
     t_cycle = s * (d0 + d1 * B * k)          # draft forwards (a small model)
             + (d0 + d1 * B * n)              # draft extend over the verified tokens
+            + (s + 1) * d_kv * sum_i(context_i) / 1000  # the draft's own KV, per forward
             + t_target(B, B * n)             # one verify forward
             + spec_overhead_ms + spec_ms_per_req * B   # tree building, bookkeeping
+
+``d_kv`` (``draft.kv_ms_per_ktok``) is the draft model's KV read: one layer for an
+EAGLE head, so ~1/32 of the target's for Llama-3.1-8B; each draft forward reads each
+request's draft KV once (the top-k branches share the prefix: an optimistic reading).
 
 Zero-step cycle (``num_steps == 0``, only reached by adaptive speculation, sglang
 0.5.23's ``EAGLEWorkerV2.forward_batch_generation`` with ``_build_trivial_verify_input``)::
@@ -62,9 +75,19 @@ so more steps add less and less (concave) while their draft cost grows linearly.
 Per-cycle lengths are sampled from that exact distribution (``AcceptSampler``), so
 their mean equals ``E[L]``.
 
+Acceptance depends on the text (``category``): the profile's constants describe random
+token ids (the calibration convention: the seeds do not say which workload they ran), and
+a category ``c`` scales every depth's rejection: ``alpha_d' = 1 - (1 - alpha_d) * r[c]``
+(``r = 1`` for ``random``; natural text accepts more, ``r < 1``; see ``CATEGORIES`` and
+docs/simulator.md for the values and their sources). ``text`` (natural text of unknown
+kind) takes ``chat``'s scale unless the profile sets its own.
+
 Decode throughput at concurrency ``C`` (``steady_state_throughput``) is
 ``B * E[L] / t_cycle(B)`` with ``B = min(C, max_running_requests)``: queueing beyond
-the cap adds latency but no throughput.
+the cap adds latency but no throughput. It is evaluated at a mean ``context`` per running
+sequence (default: the profile's ``calibration_context``, the context its constants were
+fitted at); ``decode_context(input_len, output_len)`` is that mean for a closed loop of
+fixed lengths (``input_len + output_len / 2``).
 
 Profiles (constants, hardware, startup times and the seeds figures each one is
 calibrated to) are data files, see ``specsweep.sim.profiles``.
@@ -79,6 +102,23 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+# What a request's text is, as far as acceptance cares; "random" is random token ids (or
+# random words), "text" natural text of unknown kind.
+CATEGORIES = ("random", "text", "chat", "code", "reasoning", "summarisation")
+# Rejection scale per category, applied as alpha' = 1 - (1 - alpha) * r: the profile's
+# constants describe random ids (r = 1). Chosen so that on the Llama-3.1-8B profile's
+# 7-step EAGLE-3 chain the accept lengths relative to chat are those published for that
+# drafter (code 1.26x, reasoning 1.21x: Nebius's measurements of
+# yuhuili/EAGLE3-LLaMA3.1-Instruct-8B on HumanEval, GSM8K and MT-bench), summarisation
+# (CNN/DM, lowest of the natural kinds in the EAGLE papers) 0.90x assumed, and random
+# ids ~0.75x of chat (assumed). docs/simulator.md has the table.
+DEFAULT_REJECTION_SCALE: tuple[tuple[str, float], ...] = (
+    ("random", 1.0),
+    ("chat", 0.57),
+    ("code", 0.31),
+    ("reasoning", 0.35),
+    ("summarisation", 0.71),
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +137,8 @@ class PerfProfile:
     a_tok_ms: float = 0.694
     knee_tokens: int = 0
     a_knee_ms: float = 0.0
+    kv_ms_per_ktok: float = 0.0  # reading 1000 tokens of one sequence's KV, per forward
+    calibration_context: float = 256.0  # mean context per sequence the fit was made at
     sched_overhead_ms: float = 0.9
     prefill_t0_ms: float = 6.0
     prefill_ms_per_token: float = 0.04
@@ -106,6 +148,7 @@ class PerfProfile:
     draft_ms_per_token: float = 0.25
     standalone_draft_factor: float = 2.5
     ngram_draft_ms: float = 0.3
+    draft_kv_ms_per_ktok: float = 0.0  # the draft model's KV read, per draft forward
     # speculative bookkeeping
     spec_overhead_ms: float = 0.3
     spec_ms_per_req: float = 1.0
@@ -117,9 +160,11 @@ class PerfProfile:
     topk_gain: float = 0.5
     eagle_accept_factor: float = 0.95
     ngram_accept_factor: float = 0.55
+    rejection_scale: tuple[tuple[str, float], ...] = DEFAULT_REJECTION_SCALE
     # limits
     default_max_running_requests: int = 1024
     max_total_num_tokens: int = 400_000
+    context_length: int = 131072  # the model's, reported when --context-length is unset
     # hardware (the simulated GPU inventory) and startup (wall seconds at time scale 1)
     gpu_name: str = "NVIDIA H200"
     gpu_count: int = 1
@@ -176,50 +221,92 @@ class CalibrationPoint:
     accept_length: float | None = None  # expected tokens per verify cycle
     tolerance: float = 0.1  # relative
     source: str = ""
+    context: float | None = None  # mean context per sequence; None: the profile's
+    category: str = "random"  # what the prompts were (the profiles' convention: random)
 
 
 def model_tok_s(p: PerfProfile, point: CalibrationPoint) -> float:
     """What the model predicts for a calibration point's throughput."""
-    return steady_state_throughput(p, point.concurrency, point.spec, point.max_running_requests)
+    return steady_state_throughput(
+        p,
+        point.concurrency,
+        point.spec,
+        point.max_running_requests,
+        context=point.context,
+        category=point.category,
+    )
 
 
-def target_forward_ms(p: PerfProfile, batch: int, tokens: int) -> float:
-    """One target forward over ``batch`` sequences and ``tokens`` tokens."""
+def model_accept_length(p: PerfProfile, point: CalibrationPoint) -> float:
+    """What the model predicts for a calibration point's accept length (1 without spec)."""
+    return 1.0 if point.spec is None else expected_accept_length(p, point.spec, point.category)
+
+
+def decode_context(input_len: float, output_len: float) -> float:
+    """Mean context per running sequence over a closed loop of fixed lengths: the prompt
+    plus half the output (each decode step reads the prompt and what was generated)."""
+    return input_len + output_len / 2
+
+
+def _context(p: PerfProfile, context: float | None) -> float:
+    return p.calibration_context if context is None else max(0.0, context)
+
+
+def target_forward_ms(
+    p: PerfProfile, batch: int, tokens: int, context: float | None = None
+) -> float:
+    """One target forward over ``batch`` sequences and ``tokens`` tokens, each sequence
+    holding ``context`` tokens of KV (mean; default: the profile's calibration context)."""
     if batch <= 0:
         return 0.0
     knee = p.a_knee_ms * max(0, tokens - p.knee_tokens)
-    return p.t0_ms + p.a_req_ms * batch + p.a_tok_ms * tokens + knee
+    kv = p.kv_ms_per_ktok * batch * _context(p, context) / 1000.0
+    return p.t0_ms + p.a_req_ms * batch + p.a_tok_ms * tokens + knee + kv
 
 
-def baseline_step_ms(p: PerfProfile, batch: int, overlap: bool = True) -> float:
+def baseline_step_ms(
+    p: PerfProfile, batch: int, overlap: bool = True, context: float | None = None
+) -> float:
     """Decode step of the non-speculative server: one token per running request."""
     if batch <= 0:
         return 0.0
-    return target_forward_ms(p, batch, batch) + (0.0 if overlap else p.sched_overhead_ms)
+    sched = 0.0 if overlap else p.sched_overhead_ms
+    return target_forward_ms(p, batch, batch, context) + sched
 
 
 def prefill_step_ms(
     p: PerfProfile, prompt_tokens: int, spec: SpecConfig | None = None, overlap: bool = True
 ) -> float:
-    """Prefill step for newly admitted requests (sglang runs it instead of a decode)."""
+    """Prefill step for newly admitted requests (sglang runs it instead of a decode).
+    Linear in the prompt: attention's quadratic share of a long prefill is not modelled."""
     t = p.prefill_t0_ms + p.prefill_ms_per_token * max(prompt_tokens, 0)
     if spec is not None and spec.algorithm != "NGRAM":
         t *= 1.0 + p.draft_prefill_share
     return t + (0.0 if overlap else p.sched_overhead_ms)
 
 
-def draft_ms(p: PerfProfile, batch: int, spec: SpecConfig) -> float:
-    """All draft forwards of one speculative cycle."""
+def draft_kv_ms(p: PerfProfile, batch: int, context: float | None = None) -> float:
+    """The draft model's KV read in one draft forward over ``batch`` requests."""
+    return p.draft_kv_ms_per_ktok * batch * _context(p, context) / 1000.0
+
+
+def draft_ms(p: PerfProfile, batch: int, spec: SpecConfig, context: float | None = None) -> float:
+    """All draft forwards of one speculative cycle (``num_steps`` + the draft extend)."""
     if spec.algorithm == "NGRAM":
         return p.ngram_draft_ms
     steps = spec.num_steps * (p.draft_t0_ms + p.draft_ms_per_token * batch * spec.topk)
     extend = p.draft_t0_ms + p.draft_ms_per_token * batch * spec.num_draft_tokens
+    kv = (spec.num_steps + 1) * draft_kv_ms(p, batch, context)
     factor = p.standalone_draft_factor if spec.algorithm == "STANDALONE" else 1.0
-    return (steps + extend) * factor
+    return (steps + extend + kv) * factor
 
 
 def zero_step_cycle_ms(
-    p: PerfProfile, batch: int, overlap: bool = False, skip_draft_extend: bool = False
+    p: PerfProfile,
+    batch: int,
+    overlap: bool = False,
+    skip_draft_extend: bool = False,
+    context: float | None = None,
 ) -> float:
     """One cycle at ``speculative_num_steps == 0`` (adaptive speculation), ``batch`` requests.
 
@@ -249,33 +336,59 @@ def zero_step_cycle_ms(
     """
     if batch <= 0:
         return 0.0
-    verify = target_forward_ms(p, batch, batch)
-    extend = 0.0 if skip_draft_extend else p.draft_t0_ms + p.draft_ms_per_token * batch
+    verify = target_forward_ms(p, batch, batch, context)
+    extend = 0.0
+    if not skip_draft_extend:
+        extend = p.draft_t0_ms + p.draft_ms_per_token * batch + draft_kv_ms(p, batch, context)
     overhead = p.spec_overhead_ms + p.zero_step_per_seq_ms * batch
     return verify + extend + overhead + (0.0 if overlap else p.sched_overhead_ms)
 
 
 def spec_cycle_ms(
-    p: PerfProfile, batch: int, spec: SpecConfig, skip_zero_step_draft_extend: bool = False
+    p: PerfProfile,
+    batch: int,
+    spec: SpecConfig,
+    skip_zero_step_draft_extend: bool = False,
+    context: float | None = None,
 ) -> float:
     """Draft + verify + overhead of one speculative cycle for ``batch`` requests."""
     if batch <= 0:
         return 0.0
     if spec.is_zero_step:
-        return zero_step_cycle_ms(p, batch, spec.overlap, skip_zero_step_draft_extend)
-    verify = target_forward_ms(p, batch, batch * spec.num_draft_tokens)
+        skip = skip_zero_step_draft_extend
+        return zero_step_cycle_ms(p, batch, spec.overlap, skip, context)
+    verify = target_forward_ms(p, batch, batch * spec.num_draft_tokens, context)
     sched = 0.0 if spec.overlap else p.sched_overhead_ms
     overhead = p.spec_overhead_ms + p.spec_ms_per_req * batch
-    return draft_ms(p, batch, spec) + verify + overhead + sched
+    return draft_ms(p, batch, spec, context) + verify + overhead + sched
 
 
-def decode_step_ms(p: PerfProfile, batch: int, spec: SpecConfig | None, overlap: bool) -> float:
+def decode_step_ms(
+    p: PerfProfile,
+    batch: int,
+    spec: SpecConfig | None,
+    overlap: bool,
+    context: float | None = None,
+) -> float:
     """Duration of one decode step (baseline) or cycle (speculation)."""
-    return baseline_step_ms(p, batch, overlap) if spec is None else spec_cycle_ms(p, batch, spec)
+    if spec is None:
+        return baseline_step_ms(p, batch, overlap, context)
+    return spec_cycle_ms(p, batch, spec, context=context)
 
 
-def accept_probs(p: PerfProfile, spec: SpecConfig) -> list[float]:
-    """Per-depth acceptance probabilities alpha_1..alpha_D (decaying with depth)."""
+def rejection_scale(p: PerfProfile, category: str) -> float:
+    """``r`` of a category: ``alpha' = 1 - (1 - alpha) * r`` (``text`` falls back to chat)."""
+    table = dict(p.rejection_scale)
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown text category {category!r}; known: {list(CATEGORIES)}")
+    if category == "text" and "text" not in table:
+        category = "chat"
+    return table.get(category, 1.0)
+
+
+def accept_probs(p: PerfProfile, spec: SpecConfig, category: str = "random") -> list[float]:
+    """Per-depth acceptance probabilities alpha_1..alpha_D (decaying with depth) for
+    prompts of a category (the profile's constants are random ids')."""
     depth = min(spec.num_steps, spec.num_draft_tokens - 1)
     if depth <= 0:
         return []  # the zero-step cycle drafts nothing: accept length 1
@@ -289,9 +402,11 @@ def accept_probs(p: PerfProfile, spec: SpecConfig) -> list[float]:
             base *= p.eagle_accept_factor
         width = max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
     exponent = width**p.topk_gain
+    scale = rejection_scale(p, category)
     probs = []
     for d in range(1, depth + 1):
         alpha = min(base * _chain_alpha(p, d), 1.0)
+        alpha = max(0.0, 1.0 - (1.0 - alpha) * scale)
         probs.append(1.0 - (1.0 - alpha) ** exponent)
     return probs
 
@@ -306,27 +421,32 @@ def _chain_alpha(p: PerfProfile, depth: int) -> float:
     return table[-1] * p.accept_decay ** (depth - len(table))
 
 
-def accept_length_distribution(p: PerfProfile, spec: SpecConfig) -> list[float]:
+def accept_length_distribution(
+    p: PerfProfile, spec: SpecConfig, category: str = "random"
+) -> list[float]:
     """P(L = 1), P(L = 2), ... for the tokens one cycle adds (bonus token included)."""
     dist = []
     survive = 1.0
-    for alpha in accept_probs(p, spec):
+    for alpha in accept_probs(p, spec, category):
         dist.append(survive * (1.0 - alpha))
         survive *= alpha
     dist.append(survive)
     return dist
 
 
-def expected_accept_length(p: PerfProfile, spec: SpecConfig) -> float:
+def expected_accept_length(p: PerfProfile, spec: SpecConfig, category: str = "random") -> float:
     """E[L]: mean tokens per verify cycle, including the target's bonus token."""
-    return sum((i + 1) * q for i, q in enumerate(accept_length_distribution(p, spec)))
+    dist = accept_length_distribution(p, spec, category)
+    return sum((i + 1) * q for i, q in enumerate(dist))
 
 
 class AcceptSampler:
     """Samples per-cycle accept lengths with one random draw (cheap for big batches)."""
 
-    def __init__(self, p: PerfProfile, spec: SpecConfig, rng: random.Random) -> None:
-        dist = accept_length_distribution(p, spec)
+    def __init__(
+        self, p: PerfProfile, spec: SpecConfig, rng: random.Random, category: str = "random"
+    ) -> None:
+        dist = accept_length_distribution(p, spec, category)
         cum, acc = [], 0.0
         for q in dist:
             acc += q
@@ -334,7 +454,8 @@ class AcceptSampler:
         cum[-1] = math.inf
         self._cum = cum
         self._rng = rng
-        self.mean = expected_accept_length(p, spec)
+        self.category = category
+        self.mean = expected_accept_length(p, spec, category)
 
     def sample(self) -> int:
         return bisect.bisect_right(self._cum, self._rng.random()) + 1
@@ -351,14 +472,19 @@ def steady_state_throughput(
     spec: SpecConfig | None = None,
     max_running_requests: int | None = None,
     overlap: bool = True,
+    context: float | None = None,
+    category: str = "random",
 ) -> float:
-    """Decode output tokens/s at a closed-loop concurrency (prefill ignored)."""
+    """Decode output tokens/s at a closed-loop concurrency (prefill ignored), each running
+    sequence holding ``context`` tokens of KV on average (default: the profile's
+    calibration context; ``decode_context`` turns input and output lengths into it) and
+    prompts of ``category`` (default: random ids, the profiles' calibration convention)."""
     cap = max_running_requests or p.default_max_running_requests
     batch = effective_batch(concurrency, cap)
     if batch == 0:
         return 0.0
-    step = decode_step_ms(p, batch, spec, overlap)
-    tokens = batch * (1.0 if spec is None else expected_accept_length(p, spec))
+    step = decode_step_ms(p, batch, spec, overlap, context)
+    tokens = batch * (1.0 if spec is None else expected_accept_length(p, spec, category))
     return tokens / (step / 1000.0)
 
 
@@ -367,11 +493,17 @@ def pivot_concurrency(
     spec: SpecConfig,
     max_running_requests: int | None = None,
     limit: int = 1024,
+    context: float | None = None,
+    category: str = "random",
 ) -> int | None:
-    """Smallest concurrency at which speculation no longer beats the baseline."""
+    """Smallest concurrency at which speculation no longer beats the baseline (at a mean
+    context and a text category, as ``steady_state_throughput``); None: it wins up to
+    ``limit``."""
     for c in range(1, limit + 1):
-        spec_tps = steady_state_throughput(p, c, spec, max_running_requests)
-        if spec_tps <= steady_state_throughput(p, c):
+        spec_tps = steady_state_throughput(
+            p, c, spec, max_running_requests, context=context, category=category
+        )
+        if spec_tps <= steady_state_throughput(p, c, context=context):
             return c
     return None
 

@@ -13,17 +13,21 @@ Shape (every section and key optional; unknown keys are errors)::
     extends: default            # start from another profile (bundled name or path)
     description: one line
     assumptions: |              # free text: where each number comes from
+    calibration_context: 256    # mean KV tokens per running sequence the fit was made at
     hardware:    {gpu_name, gpu_count, gpu_memory_mib, cuda_context_mib}
     startup:     {load_seconds, warmup_seconds, health_seconds}
-    limits:      {max_running_requests, max_total_num_tokens}
+    limits:      {max_running_requests, max_total_num_tokens, context_length}
     target:      {t0_ms, per_seq_ms, per_token_ms, knee_tokens, per_token_ms_above_knee,
-                  sched_overhead_ms, prefill_t0_ms, prefill_ms_per_token}
-    draft:       {t0_ms, per_token_ms, prefill_share, standalone_factor, ngram_ms}
+                  kv_ms_per_ktok, sched_overhead_ms, prefill_t0_ms, prefill_ms_per_token}
+    draft:       {t0_ms, per_token_ms, kv_ms_per_ktok, prefill_share, standalone_factor,
+                  ngram_ms}
     speculation: {overhead_ms, per_seq_ms, zero_step_per_seq_ms}
-    acceptance:  {p, decay, by_depth, topk_gain, eagle_factor, ngram_factor}
+    acceptance:  {p, decay, by_depth, topk_gain, eagle_factor, ngram_factor,
+                  rejection_scale: {category: r, ...}}   # merged over the parent's
     calibration:                # real measurements this profile reproduces
       - {label, concurrency, spec: {algorithm, steps, topk, draft_tokens},
-         max_running_requests, tok_s, accept_length, tolerance, source}
+         max_running_requests, tok_s, accept_length, tolerance, source,
+         context, category}     # context: mean KV tokens per sequence; category: random
 
 The meaning of each constant is in ``specsweep.sim.perf_model``. One that only adaptive
 speculation uses: ``speculation.zero_step_per_seq_ms`` (default 0.0), the per-request
@@ -32,6 +36,15 @@ request) still pays beyond a plain decode step; ``per_seq_ms`` is that cost for 
 drafting cycle (draft KV slots, tree masks, accept-path moves) and does not apply at
 steps 0. Each profile's ``assumptions`` says what steps 0 costs there against the
 baseline step.
+
+``target.kv_ms_per_ktok`` and ``draft.kv_ms_per_ktok`` are the KV-cache reads per 1000
+tokens of one sequence's context per forward, derived from the model's KV bytes per
+token and the GPU's memory bandwidth (each profile writes the derivation); they are
+charged on top of ``per_seq_ms``, so a profile fitted at a context states it
+(``calibration_context``, and ``context`` per calibration point) and its ``per_seq_ms``
+is what is left of the fitted per-sequence cost once the KV read at that context is
+taken out. ``acceptance.rejection_scale`` maps text categories (``perf_model.CATEGORIES``)
+to ``r`` in ``alpha' = 1 - (1 - alpha) * r``; the acceptance constants describe random ids.
 """
 
 from __future__ import annotations
@@ -44,7 +57,7 @@ from typing import Any
 
 import yaml
 
-from specsweep.sim.perf_model import CalibrationPoint, PerfProfile, SpecConfig
+from specsweep.sim.perf_model import CATEGORIES, CalibrationPoint, PerfProfile, SpecConfig
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -55,6 +68,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "limits": {
         "max_running_requests": "default_max_running_requests",
         "max_total_num_tokens": "max_total_num_tokens",
+        "context_length": "context_length",
     },
     "target": {
         "t0_ms": "t0_ms",
@@ -62,6 +76,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "per_token_ms": "a_tok_ms",
         "knee_tokens": "knee_tokens",
         "per_token_ms_above_knee": "a_knee_ms",
+        "kv_ms_per_ktok": "kv_ms_per_ktok",
         "sched_overhead_ms": "sched_overhead_ms",
         "prefill_t0_ms": "prefill_t0_ms",
         "prefill_ms_per_token": "prefill_ms_per_token",
@@ -69,6 +84,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "draft": {
         "t0_ms": "draft_t0_ms",
         "per_token_ms": "draft_ms_per_token",
+        "kv_ms_per_ktok": "draft_kv_ms_per_ktok",
         "prefill_share": "draft_prefill_share",
         "standalone_factor": "standalone_draft_factor",
         "ngram_ms": "ngram_draft_ms",
@@ -85,9 +101,13 @@ SECTIONS: dict[str, dict[str, str]] = {
         "topk_gain": "topk_gain",
         "eagle_factor": "eagle_accept_factor",
         "ngram_factor": "ngram_accept_factor",
+        "rejection_scale": "rejection_scale",
     },
 }
-TOP_KEYS = {"name", "extends", "description", "assumptions", "calibration", *SECTIONS}
+TOP_KEYS = {
+    "name", "extends", "description", "assumptions", "calibration", "calibration_context",
+    *SECTIONS,
+}  # fmt: skip
 POINT_KEYS = {f.name for f in dataclasses.fields(CalibrationPoint)}
 SPEC_KEYS = {"algorithm", "steps", "topk", "draft_tokens"}
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(PerfProfile)}
@@ -157,6 +177,9 @@ def load_file(path: Path, _seen: tuple[Path, ...] = ()) -> PerfProfile:
     for key in ("description", "assumptions"):
         if key in data:
             changes[key] = str(data[key]).strip()
+    if "calibration_context" in data:
+        where = "calibration_context"
+        changes[where] = _number(path, where, data[where])
     for section, mapping in SECTIONS.items():
         values = data.get(section) or {}
         if not isinstance(values, dict):
@@ -166,7 +189,10 @@ def load_file(path: Path, _seen: tuple[Path, ...] = ()) -> PerfProfile:
                 raise ProfileError(
                     f"{path}: unknown key {section}.{key}; allowed: {sorted(mapping)}"
                 )
-            changes[mapping[key]] = _coerce(path, f"{section}.{key}", mapping[key], value)
+            field = mapping[key]
+            if field == "rejection_scale":
+                value = _rejection_scale(path, f"{section}.{key}", base.rejection_scale, value)
+            changes[field] = _coerce(path, f"{section}.{key}", field, value)
     points = data.get("calibration") or []
     if not isinstance(points, list):
         raise ProfileError(f"{path}: calibration must be a list")
@@ -174,8 +200,26 @@ def load_file(path: Path, _seen: tuple[Path, ...] = ()) -> PerfProfile:
     return dataclasses.replace(base, **changes)
 
 
+def _rejection_scale(
+    path: Path, where: str, parent: tuple[tuple[str, float], ...], value: Any
+) -> tuple[tuple[str, float], ...]:
+    """The parent's table with this file's categories replaced."""
+    if not isinstance(value, dict):
+        raise ProfileError(f"{path}: {where} must be a mapping of category to scale")
+    table = dict(parent)
+    for category, scale in value.items():
+        if category not in CATEGORIES:
+            raise ProfileError(
+                f"{path}: {where}: unknown category {category!r}; known: {list(CATEGORIES)}"
+            )
+        table[str(category)] = _number(path, f"{where}.{category}", scale)
+    return tuple(table.items())
+
+
 def _coerce(path: Path, where: str, field: str, value: Any) -> Any:
     kind = _FIELD_TYPES[field]
+    if kind == "tuple[tuple[str, float], ...]":
+        return value  # validated by _rejection_scale
     if kind == "str":
         if not isinstance(value, str):
             raise ProfileError(f"{path}: {where} must be a string, got {value!r}")
@@ -221,6 +265,13 @@ def _point(path: Path, index: int, raw: Any) -> CalibrationPoint:
             raise ProfileError(f"{path}: {where}.spec: {exc}") from None
     if fields.get("tok_s") is None and fields.get("accept_length") is None:
         raise ProfileError(f"{path}: {where} needs tok_s or accept_length")
+    if "context" in fields and fields["context"] is not None:
+        fields["context"] = _number(path, f"{where}.context", fields["context"])
+    if fields.get("category", "random") not in CATEGORIES:
+        raise ProfileError(
+            f"{path}: {where}.category must be one of {list(CATEGORIES)}, "
+            f"got {fields['category']!r}"
+        )
     try:
         return CalibrationPoint(**fields)
     except TypeError as exc:
