@@ -14,11 +14,10 @@ import resource
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.command import effective_max_running_requests
 from specsweep.errors import ConfigError
+from specsweep.sim.http_common import DEFAULT_CONTEXT_LENGTH as SIMULATOR_CONTEXT_LENGTH
 from specsweep.workloads.fitting import check_workload
 from specsweep.workloads.loaders import DatasetError
 
-# The simulator's context length when --context-length is not given (sglang's is the model's).
-SIMULATOR_CONTEXT_LENGTH = 131072
 # Sockets beyond one per stream: the server's admin calls, logs, Python's own files.
 _SPARE_FILES = 256
 
@@ -49,9 +48,10 @@ def files_needed(config: SweepConfig) -> int:
     return max(config.load.concurrency) + _SPARE_FILES
 
 
-def ensure_open_files(needed: int) -> str | None:
+def ensure_open_files(needed: int, *, apply: bool = True) -> str | None:
     """Raise this process's soft open-file limit to `needed` if the hard limit allows; say
-    what was done (None: nothing needed). Refused when even the hard limit is too low."""
+    what was done (None: nothing needed). Refused when even the hard limit is too low.
+    `apply` False: only say what a run would do."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or needed <= soft:
         return None
@@ -60,6 +60,11 @@ def ensure_open_files(needed: int) -> str | None:
             f"the highest concurrency needs {needed} open files (a socket per stream), but "
             f"this machine allows {hard} (ulimit -Hn): lower load.concurrency, or raise the "
             "hard limit (limits.conf / systemd LimitNOFILE) and run again"
+        )
+    if not apply:
+        return (
+            f"the highest level needs {needed} open files (a socket per stream): a run here "
+            f"raises the limit from {soft} to {needed} (the hard limit allows {hard})"
         )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     return f"raised the open-file limit from {soft} to {needed} for the highest level's streams"
@@ -97,17 +102,18 @@ def drives_load_here(config: SweepConfig) -> bool:
     return t.kind != "ssh" or getattr(t, "drive_from", "target") == "orchestrator"
 
 
-def check_load(config: SweepConfig, variants: list[Variant], *, local_client: bool) -> list[str]:
+def check_load(config: SweepConfig, variants: list[Variant], *, raise_limits: bool) -> list[str]:
     """Refuse what cannot run (ConfigError); return what the user must hear before launch.
 
-    `local_client`: the load generator runs in this process (its open-file limit is
-    raised here); otherwise the target's own load generator raises its own."""
+    Where this process runs the load generator, its open-file limit is checked, and raised
+    with `raise_limits` (a run; a plan only says so). An SSH target's own load generator
+    raises its own."""
     check_shapes(config)
     try:
         check_workload(config.load, known_context_length(config))
     except DatasetError as exc:
         raise ConfigError(f"load.dataset: {exc}") from None
     notes = [w for w in (_queue_warning(config, variants), _random_ids_warning(config, variants))]
-    if local_client and (raised := ensure_open_files(files_needed(config))):
-        notes.append(raised)
+    if drives_load_here(config):
+        notes.append(ensure_open_files(files_needed(config), apply=raise_limits))
     return [n for n in notes if n]

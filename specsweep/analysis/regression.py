@@ -1,8 +1,10 @@
 """Nightly regression verdicts: each number of a run against its own history.
 
-A series is one (target, model, variant, concurrency, input_len, output_len):
-the load shape belongs to the key, so an ad-hoc run with other lengths in
-the same store never becomes another's history. For each metric of the
+A series is one (target, model, variant, concurrency, input_len, output_len,
+workload): the load shape and what was sent belong to the key, so an ad-hoc run with
+other lengths or prompts in the same store never becomes another's history (real
+prompts accept more than random ids; rows from before workloads were recorded count as
+random ids, the default then). For each metric of the
 policy, the value of the judged run is compared with the median of the same
 series over the most recent earlier runs, and the noise is the robust
 standard deviation 1.4826 x MAD of those runs (or the run's own repeat
@@ -36,7 +38,11 @@ from specsweep.analysis.params import HIGHER_IS_BETTER, RegressionPolicy
 from specsweep.errors import PolicyExportRefused
 from specsweep.results.store import ResultsStore
 
-SERIES_KEY = ["target", "model_path", "variant", "concurrency", "input_len", "output_len"]
+SERIES_KEY = [
+    "target", "model_path", "variant", "concurrency", "input_len", "output_len", "workload",
+]  # fmt: skip
+# Rows from before workloads were recorded (schema < 5) sent specsweep's default then.
+LEGACY_WORKLOAD = "random-ids"
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
 Z95 = 1.959964  # a normal distribution's 95% interval is its mean +- this many SDs
 
@@ -234,6 +240,11 @@ def judge_run(
     policy = policy or RegressionPolicy()
     runs = runs or {}
     levels = answer_rows(levels)  # per run and variant, one target's rows (a dead host's left out)
+    # another workload is another series: real prompts accept more than random ids
+    workload = levels["workload"] if "workload" in levels.columns else None
+    levels = levels.assign(
+        workload=LEGACY_WORKLOAD if workload is None else workload.fillna(LEGACY_WORKLOAD)
+    )
     if "policy_share" in policy.metrics:
         levels = with_policy_share(levels)
     order = run_order(levels)

@@ -96,11 +96,14 @@ def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: Prefect
     assert {"specsweep-answer", "specsweep-adaptive-export"} <= keys
 
 
-def test_a_deployment_runs_an_adaptive_search(prefect_stack: PrefectStack, tmp_path):
-    # `search: adaptive` as the form's string shorthand, in the step-sweep deployment
+def test_a_deployment_runs_an_adaptive_search_over_shapes_of_real_prompts(
+    prefect_stack: PrefectStack, tmp_path
+):
+    # `search: adaptive` as the form's string shorthand, in the step-sweep deployment, over
+    # two load shapes of the bundled real prompts (the search compares cells)
     data = prefect_stack.sweep_config(
         tmp_path,
-        load={"concurrency": [1, 2]},
+        load={"concurrency": [1, 2], "input_len": [64, 512], "prompts": "builtin"},
         step_sweep={"algorithm": "EAGLE3", "draft_model_path": "sim/draft", "num_steps": [1, 2, 3]},
         search="adaptive",
     )
@@ -109,6 +112,8 @@ def test_a_deployment_runs_an_adaptive_search(prefect_stack: PrefectStack, tmp_p
     levels = pd.read_parquet(tmp_path / "results" / "levels" / "search-run")
     # the baseline and the two seed chains always run; the middle one only if it can win
     assert {"baseline", "eagle3-s1-k1-d2", "eagle3-s3-k1-d4"} <= set(levels["variant"])
+    assert set(levels["shape"]) == {"in64-out16", "in512-out16"}
+    assert set(levels["workload"]) == {"builtin"} and set(levels["endpoint"]) == {"chat"}
     runs = pd.read_parquet(tmp_path / "results" / "runs").set_index("run_id")
     assert runs.at["search-run", "search_stop"]  # why it stopped launching, kept with the run
     final = pd.read_parquet(tmp_path / "results" / "predictions" / "search-run")
