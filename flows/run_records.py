@@ -15,7 +15,7 @@ from specsweep.analysis.summary import summarize
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.secrets import literal_secret_names
 from specsweep.errors import SweepFailed
-from specsweep.load_preflight import check_load, drives_load_here
+from specsweep.load_preflight import check_load
 from specsweep.report.markdown import summary_markdown
 from specsweep.results.phases import gpu_memory_lines
 from specsweep.results.preflight import check_results_dir
@@ -43,7 +43,7 @@ def begin_run(
     start time) and warn about plain secrets: before any launch."""
     logger = get_run_logger()
     check_results_dir(config, len(variants))  # before any launch: full disk, read-only dir
-    for note in check_load(config, variants, local_client=drives_load_here(config)):
+    for note in check_load(config, variants, raise_limits=True):
         logger.warning("%s", note)
     run_id = run_id or new_run_id()
     ctx = RunContext(run_id, kind.replace("-", "_"), config.name, target)

@@ -18,6 +18,7 @@ from specsweep.config import SweepConfig
 from specsweep.config.file import load_config
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError
+from specsweep.load_preflight import check_load
 from specsweep.results.phases import gpu_memory_lines
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def load_sweep(
     """The config with every rule of its sweep checked, before anything starts."""
     try:
         config = load_config(path, overrides or [])
-        sweep_variants(config, kind)
+        check_load(config, sweep_variants(config, kind), raise_limits=False)
     except ConfigError as exc:
         raise fail(exc) from None
     return config
