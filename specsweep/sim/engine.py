@@ -145,6 +145,7 @@ class Engine:
         self._interval_tokens = 0
         self._interval_start = 0.0
         self._decode_steps = 0
+        self.last_step_ms = 0.0  # the model's duration of the latest step (time scale 1)
 
     # --- public API -------------------------------------------------------------
     def start(self) -> None:
@@ -226,6 +227,7 @@ class Engine:
             else:
                 batch, ctx = len(self.running), self.mean_context
                 step_ms = decode_step_ms(self.profile, batch, self.spec, self.overlap, ctx)
+            self.last_step_ms = step_ms
             deadline += step_ms * self.time_scale / 1000.0
             now = loop.time()
             if deadline < now - MAX_LAG_S:

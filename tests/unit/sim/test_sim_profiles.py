@@ -8,7 +8,7 @@ import pytest
 
 from specsweep.sim.perf_model import (
     SpecConfig,
-    expected_accept_length,
+    model_accept_length,
     model_tok_s,
     pivot_concurrency,
     steady_state_throughput,
@@ -45,8 +45,10 @@ def test_calibration_points_hold_in_the_model(name):
             assert got == pytest.approx(point.tok_s, rel=point.tolerance), point.label
         if point.accept_length is not None:
             assert point.spec is not None
-            got = expected_accept_length(p, point.spec)
+            got = model_accept_length(p, point)  # at the point's text category
             assert got == pytest.approx(point.accept_length, rel=point.tolerance), point.label
+        # every point says the context it was measured at (the seeds' are assumed)
+        assert point.context is not None, point.label
 
 
 def test_seeds_shape_two_steps_best_and_deep_chains_lose():
