@@ -54,6 +54,8 @@ class PreparedRequest:
     endpoint: str  # "generate" | "completions" | "chat"
     wire: bytes
     prompt_tokens: int  # exact for token ids; an estimate for text, until the server says
+    category: str | None = None  # the prompt's category ("random" for random prompts)
+    output_len: int | None = None  # the output tokens asked for (ignore_eos)
 
 
 def parse_meta(data: bytes) -> dict[str, Any]:
@@ -258,4 +260,5 @@ async def stream_request(
         spec_accept_length=_float_or_none(meta.get("spec_accept_length")),
         error=error,
         repeat=repeat,
+        category=request.category,
     )

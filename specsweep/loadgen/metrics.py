@@ -80,6 +80,7 @@ class RequestRecord:
     spec_accept_length: float | None
     error: str | None
     repeat: int = 0  # which measured pass of the level (0-based)
+    category: str | None = None  # the prompt's category (the workload's; "random")
 
     @property
     def ok(self) -> bool:

@@ -1,16 +1,28 @@
 """The request bodies of a level, built and encoded before any clock starts.
 
-Every request is greedy (temperature 0), streamed, and asks for exactly
-``output_len`` tokens with ``ignore_eos`` so the output length is the one
-configured; an early stop is still recorded with its finish reason. The
-OpenAI bodies follow sglang's bench_serving (``max_tokens``, ``ignore_eos``),
-plus ``stream_options`` asking for usage, so token counts come from the server.
+Every request is greedy (temperature 0), streamed, and asks for its output
+length with ``ignore_eos`` so the output length is the one configured; an early
+stop is still recorded with its finish reason. The OpenAI bodies follow sglang's
+bench_serving (``max_tokens``, ``ignore_eos``), plus ``stream_options`` asking
+for usage, so token counts come from the server.
+
+What a request carries depends on the load's prompts:
+
+* random: token ids on /generate, random words on the text endpoints, all of
+  ``load.input_len`` tokens (category ``random``);
+* the bundled set or a JSONL/ShareGPT file: the next record of a fixed shuffle
+  (the passes of a level take consecutive slices, the warmup the far end), fitted
+  to ``load.input_len`` (``prompt_length: fit``) or as it is (``natural``, where a
+  record's own ``output_len`` wins); category: the record's;
+* a replay: the records in file order, cycling, each at its recorded input and
+  output length (its text when it has one, else random ids or words).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import urllib.request
 from typing import Any
 
@@ -21,11 +33,14 @@ from specsweep.loadgen.client import PreparedRequest
 from specsweep.loadgen.http import build_request, split_url
 from specsweep.loadgen.prompts import (
     level_seed,
-    load_dataset,
     make_input_ids,
     make_text_prompts,
-    pick_dataset_prompts,
+    pick_in_order,
+    pick_shuffled,
+    random_ids,
+    random_words,
 )
+from specsweep.workloads import PromptRecord, estimate_tokens, fit_prompt, resolve_workload
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +50,7 @@ ENDPOINT_PATHS = {
     "chat": "/v1/chat/completions",
 }
 FALLBACK_MODEL = "default"
-
-
-def _estimate_tokens(text: str) -> int:
-    """A stand-in until the server reports the real count (whitespace words)."""
-    return max(1, len(text.split()))
+RANDOM_CATEGORY = "random"
 
 
 class RequestFactory:
@@ -49,48 +60,91 @@ class RequestFactory:
         self, base_url: str, concurrency: int, load: LoadSpec, model: str | None = None
     ) -> None:
         self.host, self.port, prefix = split_url(base_url)
-        self.path = prefix + ENDPOINT_PATHS[load.endpoint]
+        self.endpoint = load.resolved_endpoint()
+        self.path = prefix + ENDPOINT_PATHS[self.endpoint]
         self.load = load
         self.concurrency = concurrency
         self.model = model or FALLBACK_MODEL
-        self.dataset = load_dataset(load.dataset) if load.dataset is not None else None
+        self.workload = resolve_workload(load)
+        self.replay = self.workload is not None and self.workload.kind == "replay"
         n = load.num_requests(concurrency)
-        if self.dataset is not None and len(self.dataset) < n * load.repeats:
+        records = self.workload.records if self.workload is not None else ()
+        texts = sum(r.text is not None for r in records)
+        if texts and len(records) < n * load.repeats:
             logger.warning(
-                "c=%d: the dataset has %d prompts for %d requests per pass: prompts repeat, "
-                "and repeated prompts may be served from the prefix cache",
+                "c=%d: %s has %d prompts for %d requests per pass: prompts repeat, and "
+                "repeated prompts may be served from the prefix cache",
                 concurrency,
-                len(self.dataset),
+                self.workload.label if self.workload is not None else "the workload",
+                len(records),
                 n,
             )
 
     def warmup(self) -> list[PreparedRequest]:
         n = self.load.num_warmup(self.concurrency)
         seed = level_seed(self.load.seed, self.concurrency, warmup=True)
-        if self.dataset is not None:  # the end of the level's shuffle, far from the passes
-            seed = level_seed(self.load.seed, self.concurrency)
-            return self._build(pick_dataset_prompts(self.dataset, seed, n, len(self.dataset) - n))
-        return self._build(self._random_prompts(n, seed))
+        if self.workload is None:
+            return self._random(n, seed)
+        records = self.workload.records  # the end of the level's order, far from the passes
+        if self.replay:
+            return self._build(pick_in_order(records, n, len(records) - n), seed)
+        order = level_seed(self.load.seed, self.concurrency)
+        return self._build(pick_shuffled(records, order, n, len(records) - n), seed)
 
     def measured(self, repeat: int) -> list[PreparedRequest]:
         n = self.load.num_requests(self.concurrency)
-        if self.dataset is not None:
-            seed = level_seed(self.load.seed, self.concurrency)
-            return self._build(pick_dataset_prompts(self.dataset, seed, n, repeat * n))
         seed = level_seed(self.load.seed, self.concurrency, repeat=repeat)
-        return self._build(self._random_prompts(n, seed))
+        if self.workload is None:
+            return self._random(n, seed)
+        records = self.workload.records
+        if self.replay:
+            return self._build(pick_in_order(records, n, repeat * n), seed)
+        order = level_seed(self.load.seed, self.concurrency)
+        return self._build(pick_shuffled(records, order, n, repeat * n), seed)
 
-    def _random_prompts(self, n: int, seed: int) -> list[list[int]] | list[str]:
-        if self.load.endpoint == "generate":
-            return make_input_ids(n, self.load.input_len, seed)
-        return make_text_prompts(n, self.load.input_len, seed)
+    def _random(self, n: int, seed: int) -> list[PreparedRequest]:
+        input_len = self.load.input_len
+        prompts: list[list[int]] | list[str]
+        if self.endpoint == "generate":
+            prompts = make_input_ids(n, input_len, seed)
+        else:
+            prompts = make_text_prompts(n, input_len, seed)
+        return [self.prepare(p, None, RANDOM_CATEGORY, input_len) for p in prompts]
 
-    def _build(self, prompts: list[list[int]] | list[str]) -> list[PreparedRequest]:
-        return [self.prepare(p) for p in prompts]
+    def _build(self, records: list[PromptRecord], seed: int) -> list[PreparedRequest]:
+        rng = random.Random(seed)  # the filler of fitted prompts, a replay's random prompts
+        return [self._from_record(r, rng) for r in records]
 
-    def prepare(self, prompt: list[int] | str) -> PreparedRequest:
-        endpoint = self.load.endpoint
-        out = self.load.output_len
+    def _from_record(self, record: PromptRecord, rng: random.Random) -> PreparedRequest:
+        load = self.load
+        if self.replay:
+            assert record.input_len is not None and record.output_len is not None
+            prompt: list[int] | str
+            if record.text is not None:
+                prompt = record.text
+            elif self.endpoint == "generate":
+                prompt = random_ids(rng, record.input_len)
+            else:
+                prompt = random_words(rng, record.input_len)
+            category = record.category or (None if record.text else RANDOM_CATEGORY)
+            return self.prepare(prompt, record.output_len, category, record.input_len)
+        assert record.text is not None and self.workload is not None
+        if load.prompt_length == "fit":
+            text = fit_prompt(record.text, load.input_len, self.workload, rng)
+            return self.prepare(text, load.output_len, record.category)
+        return self.prepare(record.text, record.output_len or load.output_len, record.category)
+
+    def prepare(
+        self,
+        prompt: list[int] | str,
+        output_len: int | None = None,
+        category: str | None = None,
+        prompt_tokens: int | None = None,
+    ) -> PreparedRequest:
+        """One request's encoded bytes: `prompt` asking for `output_len` tokens (default:
+        the load's); prompt_tokens defaults to the ids' count or the text's estimate."""
+        endpoint = self.endpoint
+        out = self.load.output_len if output_len is None else output_len
         body: dict[str, Any]
         if endpoint == "generate":
             body = {"input_ids": prompt} if isinstance(prompt, list) else {"text": prompt}
@@ -114,9 +168,16 @@ class RequestFactory:
                 "stream": True,
                 "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             }
-        tokens = len(prompt) if isinstance(prompt, list) else _estimate_tokens(prompt)
+        if prompt_tokens is None:
+            prompt_tokens = len(prompt) if isinstance(prompt, list) else estimate_tokens(prompt)
         wire = build_request(self.host, self.port, self.path, orjson.dumps(body))
-        return PreparedRequest(endpoint=endpoint, wire=wire, prompt_tokens=tokens)
+        return PreparedRequest(
+            endpoint=endpoint,
+            wire=wire,
+            prompt_tokens=prompt_tokens,
+            category=category,
+            output_len=out,
+        )
 
 
 def _get_model(base_url: str, timeout_s: float) -> str:

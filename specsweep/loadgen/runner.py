@@ -127,7 +127,7 @@ async def run_level(
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     n_workers = min(resolve_workers(workers), concurrency)
-    model = await discover_model(base_url) if load.endpoint != "generate" else None
+    model = await discover_model(base_url) if load.resolved_endpoint() != "generate" else None
     factory = RequestFactory(base_url, concurrency, load, model)
     runner: PassRunner
     if n_workers > 1:
@@ -140,6 +140,7 @@ async def run_level(
     planned = load.repeats
     passes: list[LevelMetrics] = []
     records: list[RequestRecord] = []
+    asked: dict[tuple[int, int], int] = {}  # (pass, index) -> output tokens asked for
     try:
         with gc_paused():
             warm = await runner.run(factory.warmup(), repeat=0)
@@ -161,7 +162,10 @@ async def run_level(
 
             while len(passes) < planned:
                 repeat = len(passes)
-                got = await runner.run(factory.measured(repeat), repeat, progress)
+                requests = factory.measured(repeat)
+                for i, request in enumerate(requests):
+                    asked[repeat, i] = request.output_len or load.output_len
+                got = await runner.run(requests, repeat, progress)
                 gc.collect()  # between passes, where no clock is running
                 records.extend(got)
                 passes.append(compute_pass_metrics(got, concurrency, load.max_error_rate))
@@ -176,7 +180,7 @@ async def run_level(
 
     metrics = combine_passes(passes, records, concurrency, load.max_error_rate)
     metrics = replace(metrics, target_ci_met=_ci_met(records, load, concurrency))
-    _log_level(concurrency, load, metrics, records)
+    _log_level(concurrency, load, metrics, records, asked)
     return LevelResult(
         metrics=metrics,
         records=tuple(records),
@@ -188,16 +192,30 @@ async def run_level(
 
 
 def _log_level(
-    concurrency: int, load: LoadSpec, metrics: LevelMetrics, records: Sequence[RequestRecord]
+    concurrency: int,
+    load: LoadSpec,
+    metrics: LevelMetrics,
+    records: Sequence[RequestRecord],
+    asked: dict[tuple[int, int], int],
 ) -> None:
-    short = [r for r in records if r.ok and r.output_tokens < load.output_len]
+    """Warnings about the level (short outputs, targets missed) and its summary line.
+
+    ``asked``: the output tokens each request asked for, by (pass, index): a replay
+    asks each for its recorded length, every other load for ``load.output_len``.
+    """
+    short = [
+        r
+        for r in records
+        if r.ok and r.output_tokens < asked.get((r.repeat, r.index), load.output_len)
+    ]
     if short:
+        lengths = set(asked.values()) or {load.output_len}
         logger.warning(
-            "c=%d: %d requests returned fewer than %d tokens (finish reasons: %s); "
-            "they are kept, but the level did not run at the intended length",
+            "c=%d: %d requests returned fewer tokens than they asked for (%s; finish "
+            "reasons: %s); they are kept, but the level did not run at the intended length",
             concurrency,
             len(short),
-            load.output_len,
+            f"{lengths.pop()} tokens" if len(lengths) == 1 else "each its own output length",
             sorted({str(r.finish_reason) for r in short}),
         )
     if metrics.target_ci_met is False:

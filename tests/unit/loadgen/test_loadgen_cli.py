@@ -80,13 +80,13 @@ def test_result_line_round_trip_in_process() -> None:
     rec = RequestRecord(
         index=0, start=10.0, end=10.5, chunk_times=(10.1, 10.3), chunk_tokens=(1, 2),
         prompt_tokens=4, output_tokens=3, finish_reason="length",
-        spec_verify_ct=2, spec_accept_length=1.5, error=None, repeat=0,
+        spec_verify_ct=2, spec_accept_length=1.5, error=None, repeat=0, category="code",
     )  # fmt: skip
     m = compute_level_metrics([rec], 1, 0.05)
     now = datetime.now(UTC)
     result = LevelResult(m, (rec,), now, now, (m,), perf_origin=9.75)
     back = parse_result_line(result_line(result).decode())
-    assert back.records == result.records
+    assert back.records == result.records and back.records[0].category == "code"
     assert back.perf_origin == 9.75 and back.started_at == now
     assert math.isnan(back.metrics.output_throughput_cv) and back.metrics.accept_length == 1.5
     same = {k: v for k, v in m.as_dict().items() if not (isinstance(v, float) and math.isnan(v))}

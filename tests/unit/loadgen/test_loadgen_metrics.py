@@ -253,7 +253,9 @@ def test_repeats_pool_latencies_and_average_throughputs() -> None:
 
 
 def test_record_dict_round_trip() -> None:
-    r = replace(rec(0.0, [(0.1, 2), (0.3, 1)], 0.4, verify=2), repeat=3)
+    r = replace(rec(0.0, [(0.1, 2), (0.3, 1)], 0.4, verify=2), repeat=3, category="chat")
     d = r.as_dict()
-    assert d["repeat"] == 3 and d["chunk_times"] == [0.1, 0.3]
+    assert d["repeat"] == 3 and d["chunk_times"] == [0.1, 0.3] and d["category"] == "chat"
     assert RequestRecord.from_dict(d) == r
+    del d["category"]  # a record stored before categories existed
+    assert RequestRecord.from_dict(d).category is None

@@ -13,11 +13,12 @@ from specsweep.loadgen.payloads import RequestFactory
 from specsweep.loadgen.prompts import (
     MIN_TOKEN_ID,
     level_seed,
-    load_dataset,
     make_input_ids,
     make_text_prompts,
-    pick_dataset_prompts,
+    pick_in_order,
+    pick_shuffled,
 )
+from specsweep.workloads import RANDOM_WORDS
 
 
 def test_exact_length_and_range() -> None:
@@ -58,6 +59,7 @@ def test_pass_seeds_differ_and_pass_zero_is_unchanged() -> None:
 def test_text_prompts() -> None:
     prompts = make_text_prompts(4, 50, seed=2)
     assert [len(p.split()) for p in prompts] == [50] * 4
+    assert all(w in RANDOM_WORDS for p in prompts for w in p.split())
     assert len(set(prompts)) == 4
     assert make_text_prompts(4, 50, seed=2) == prompts
     assert make_text_prompts(4, 50, seed=3) != prompts
@@ -80,33 +82,18 @@ def write_sharegpt(path: Path, n: int) -> Path:
     return path
 
 
-def test_dataset_first_human_turns(tmp_path: Path) -> None:
-    prompts = load_dataset(write_sharegpt(tmp_path / "d.json", 5))
-    assert prompts == tuple(f"question {i}" for i in range(5))
-
-
-def test_dataset_errors(tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text('{"not": "a list"}')
-    with pytest.raises(ValueError, match="list"):
-        load_dataset(tmp_path / "a.json")
-    (tmp_path / "b.json").write_text("[{")
-    with pytest.raises(ValueError, match="not valid JSON"):
-        load_dataset(tmp_path / "b.json")
-    (tmp_path / "c.json").write_text("[]")
-    with pytest.raises(ValueError, match="no conversation"):
-        load_dataset(tmp_path / "c.json")
-
-
-def test_dataset_picks_are_deterministic_and_passes_do_not_overlap() -> None:
+def test_shuffled_picks_are_deterministic_and_passes_do_not_overlap() -> None:
     prompts = tuple(f"p{i}" for i in range(10))
-    first = pick_dataset_prompts(prompts, seed=1, count=4, offset=0)
-    second = pick_dataset_prompts(prompts, seed=1, count=4, offset=4)
-    assert first == pick_dataset_prompts(prompts, seed=1, count=4)
+    first = pick_shuffled(prompts, seed=1, count=4, offset=0)
+    second = pick_shuffled(prompts, seed=1, count=4, offset=4)
+    assert first == pick_shuffled(prompts, seed=1, count=4)
     assert not set(first) & set(second)
-    assert pick_dataset_prompts(prompts, seed=2, count=10) != pick_dataset_prompts(
-        prompts, seed=1, count=10
-    )
-    assert len(pick_dataset_prompts(prompts, seed=1, count=25)) == 25  # wraps around
+    assert pick_shuffled(prompts, seed=2, count=10) != pick_shuffled(prompts, seed=1, count=10)
+    assert len(pick_shuffled(prompts, seed=1, count=25)) == 25  # wraps around
+
+
+def test_in_order_picks_wrap() -> None:
+    assert pick_in_order("abcd", 6, offset=3) == ["d", "a", "b", "c", "d", "a"]
 
 
 def body_of(req: PreparedRequest) -> dict:
@@ -143,12 +130,3 @@ def test_openai_bodies(endpoint: str) -> None:
     assert len(text.split()) == 20 == req.prompt_tokens
     if endpoint == "chat":
         assert b["messages"][0]["role"] == "user" and f.path == "/v1/chat/completions"
-
-
-def test_dataset_bodies(tmp_path: Path) -> None:
-    path = write_sharegpt(tmp_path / "d.json", 10)
-    load = LoadSpec(dataset=path, requests_per_level=4, output_len=3)
-    f = RequestFactory("http://127.0.0.1:1", 2, load)
-    texts = [body_of(r)["text"] for r in f.measured(0) + f.measured(1) + f.warmup()]
-    assert len(set(texts)) == 10  # 4 + 4 + 2 from one shuffle of 10: no prompt twice
-    assert all(t.startswith("question ") for t in texts)
