@@ -33,6 +33,7 @@ from specsweep.report.render import (
     write_report,
 )
 from specsweep.report.search import search_lines
+from specsweep.report.shapes import load_line, policy_text, shape_lines
 from specsweep.results.location import local_path
 from specsweep.results.store import ResultsStore
 
@@ -66,22 +67,32 @@ def publish_answer(
     Returns: run_id, policy (the one-line answer), adaptive (the verification verdicts
     and the adaptive export, lines), search (the adaptive search's lines, empty without
     one; every predicted number says so), pivots (variant -> description, with its 95% range or
-    the bracket it is inconclusive in),
-    report_html and report_markdown paths, and the artifact keys.
+    the bracket it is inconclusive in), shape (the load shape those are for: the run's
+    first), shapes (every shape, in order), workload, load (the sentence that says them),
+    by_shape (with several shapes: shape -> its policy and pivots), surface_plot (the
+    load-shape picture's path, None for one shape), report_html and report_markdown paths,
+    and the artifact keys.
     """
     logger = get_run_logger()
     answer = analyze_run(ResultsStore(results_dir), run_id, traffic, slo)
     files = write_report(answer, report_dir or default_report_dir(results_dir, run_id))
     line = headline(answer)
     adaptive = adaptive_lines(answer)
+    load = load_line(answer)
+    at = f" at {answer.shape}" if answer.shape else ""
+    surface = files.plots.get("surface")  # the picture of several shapes, beside the report
+    surface_link = report_link(surface, results_dir, report_base_url) if surface else None
     create_table_artifact(
         level_records(answer),
         key=RESULTS_KEY,
         description=f"run {run_id}: every measured level (throughput tok/s, latency ms), "
-        "each metric with its 95% interval (_lo, _hi) and the speedup with its own",
+        "each metric with its 95% interval (_lo, _hi) and the speedup with its own"
+        + (f"; each row's load shape in `shape` ({', '.join(answer.shapes)})" if at else ""),
     )
     create_markdown_artifact(
-        answer_markdown(answer, files.html), key=ANSWER_KEY, description=f"run {run_id}: {line}"
+        answer_markdown(answer, files.html, surface_link),
+        key=ANSWER_KEY,
+        description=f"run {run_id}{at}: {line}",
     )
     search = search_lines(answer.search)
     keys = [RESULTS_KEY, ANSWER_KEY, REPORT_KEY]
@@ -101,7 +112,8 @@ def publish_answer(
         key=REPORT_KEY,
         description=f"run {run_id}: plots and tables, one self-contained HTML file",
     )
-    logger.info("%s\nreport: %s", "\n".join([line, *adaptive, *search]), files.html)
+    said = [line, *([load] if load else []), *shape_lines(answer), *adaptive, *search]
+    logger.info("%s\nreport: %s", "\n".join(said), files.html)
     if report_dir is None and local_path(results_dir) is None:
         logger.info(
             "results_dir %s is not on this machine: the report is written here, in %s "
@@ -115,6 +127,18 @@ def publish_answer(
         "adaptive": adaptive,
         "search": search,
         "pivots": {v: pivot_line(p) for v, p in answer.pivots.items()},
+        "shape": answer.shape,
+        "shapes": answer.shapes,
+        "workload": answer.workload,
+        "load": load,
+        "by_shape": {
+            shape: {
+                "policy": policy_text(one),
+                "pivots": {v: pivot_line(p) for v, p in one.pivots.items()},
+            }
+            for shape, one in answer.by_shape.items()
+        },
+        "surface_plot": str(surface) if surface else None,
         "report_html": str(files.html),
         "report_markdown": str(files.markdown),
         "artifacts": keys,

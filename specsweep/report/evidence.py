@@ -292,3 +292,33 @@ def pivot_line(pivot: Pivot) -> str:
     """The pivot's full sentence, marked soft when its range is wide."""
     soft = "; soft: the range is wider than a factor 1.25 in c" if pivot.soft else ""
     return pivot.describe() + (soft if pivot.kind == "crosses" else "")
+
+
+def _one(levels: pd.DataFrame, column: str) -> str | None:
+    """The column's distinct values joined (None when it is absent or all null)."""
+    if levels.empty or column not in levels.columns:
+        return None
+    values = sorted(str(v) for v in levels[column].dropna().unique())
+    return ", ".join(values) or None
+
+
+def load_text(levels: pd.DataFrame, shape: str | None = None) -> str | None:
+    """What the answer was measured under: ``in512-out256, builtin prompts via chat``.
+
+    `shape`: the answer's shape (else the rows' own, when they hold exactly one). None when
+    the rows say neither (results written before load shapes)."""
+    if shape is None:
+        shapes = _one(levels, "shape")
+        shape = shapes if shapes and "," not in shapes else None
+    workload, endpoint = _one(levels, "workload"), _one(levels, "endpoint")
+    sent = f"{workload} prompts" if workload else ""
+    if endpoint:
+        sent = f"{sent} via {endpoint}".strip()
+    parts = [p for p in (shape, sent) if p]
+    return ", ".join(parts) or None
+
+
+def at_text(levels: pd.DataFrame, shape: str | None = None) -> str:
+    """`` at in512-out256, builtin prompts via chat`` for a title ("" when unknown)."""
+    text = load_text(levels, shape)
+    return f" at {text}" if text else ""

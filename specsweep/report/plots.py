@@ -10,14 +10,12 @@ pivot a hatched one over the bracket it lies in. Levels without intervals draw a
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, NullLocator
@@ -25,21 +23,16 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name, interval_tables, metric_table
 from specsweep.analysis.pivot import Pivot, ratio_intervals
+from specsweep.report.figure import new_figure as _figure
+from specsweep.report.figure import png as _png
+from specsweep.report.figure import style as _style
+from specsweep.report.surface_plot import surface_figure
 
 # Okabe-Ito, colour-blind safe; black is kept for the baseline.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442"]
 BASELINE_COLOR = "#111111"
 PAYS_COLOR, LOSES_COLOR = "#e8f4ea", "#fbeaea"
-DPI = 150
 BAND_ALPHA, SPAN_ALPHA = 0.18, 0.14
-
-
-def _style(ax: Axes) -> None:
-    ax.grid(True, which="major", color="#dddddd", linewidth=0.8)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.tick_params(labelsize=9)
 
 
 def _log2_x(ax: Axes, levels: list[int]) -> None:
@@ -64,35 +57,6 @@ def _line_style(variant: str, baseline: str | None, color: str) -> dict:
     if variant == baseline:
         return {"color": color, "linewidth": 2.8, "marker": "s", "markersize": 5.5, "zorder": 5}
     return {"color": color, "linewidth": 1.7, "marker": "o", "markersize": 4.5, "zorder": 3}
-
-
-def _subtitle(answer: Answer) -> str:
-    facts = answer.facts()
-    parts = [facts.get("model_path", "")]
-    gpu = facts.get("gpu_name")
-    if gpu:
-        parts.append(f"{facts.get('gpu_count', '?')}x {gpu}")
-    if "input_len" in facts:
-        parts.append(f"in/out {facts['input_len']}/{facts.get('output_len', '?')} tokens")
-    parts.append(f"run {answer.run_id}")
-    if answer.simulated:
-        parts.append("SIMULATED server")
-    return "  ·  ".join(p for p in parts if p)
-
-
-def _figure(answer: Answer, title: str, size: tuple[float, float] = (8.0, 4.8)) -> Figure:
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
-    height = size[1]  # place title and subtitle in inches from the top, whatever the size
-    fig.suptitle(title, fontsize=13, fontweight="bold", x=0.01, y=1 - 0.08 / height, ha="left")
-    fig.text(0.01, 1 - 0.5 / height, _subtitle(answer), fontsize=8.5, color="#555555")
-    fig.get_layout_engine().set(rect=(0, 0, 1, 1 - 0.62 / height))
-    return fig
-
-
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buf)
-    return buf.getvalue()
 
 
 def _legend(ax: Axes, extra: list[Patch] | None = None, **kw) -> None:
@@ -554,9 +518,12 @@ FIGURES: dict[str, tuple[str, Callable[[Answer], Figure]]] = {
     "accept_length": ("Accept length per variant", accept_length_figure),
     "hosts": ("Throughput per target, relative to the fastest", hosts_figure),
     "predictions": ("Predicted (not measured): variants not launched", predictions_figure),
+    "surface": ("Best variant and its speedup per load shape and concurrency", surface_figure),
 }
 HOST_FIGURES = {"hosts"}  # drawn in the report's Hosts section, and only for several targets
 SEARCH_FIGURES = {"predictions"}  # drawn in the Search section, for a search's final predictions
+SHAPE_FIGURES = {"surface"}  # drawn in the Load shapes section, for a run of several shapes
+APART = HOST_FIGURES | SEARCH_FIGURES | SHAPE_FIGURES  # not among the first shape's plots
 
 
 def render_plots(answer: Answer) -> dict[str, bytes]:
@@ -565,9 +532,12 @@ def render_plots(answer: Answer) -> dict[str, bytes]:
         return {}
     shared = answer.hosts is not None and not answer.hosts.cells.empty
     predicted = answer.has_search and not answer.search.not_launched().empty
+    shapes = answer.multi_shape and not answer.surface.empty
     wanted = {
         name
         for name in FIGURES
-        if (name not in HOST_FIGURES or shared) and (name not in SEARCH_FIGURES or predicted)
+        if (name not in HOST_FIGURES or shared)
+        and (name not in SEARCH_FIGURES or predicted)
+        and (name not in SHAPE_FIGURES or shapes)
     }
     return {name: _png(make(answer)) for name, (_, make) in FIGURES.items() if name in wanted}

@@ -15,8 +15,22 @@ from pathlib import Path
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
-from specsweep.report.plots import FIGURES, HOST_FIGURES, SEARCH_FIGURES, render_plots
+from specsweep.report.plots import (
+    APART,
+    FIGURES,
+    HOST_FIGURES,
+    SEARCH_FIGURES,
+    SHAPE_FIGURES,
+    render_plots,
+)
 from specsweep.report.search import search_headline, search_paragraphs, search_tables
+from specsweep.report.shapes import (
+    load_line,
+    pivot_summary,
+    policy_text,
+    shape_sections,
+    surface_table_view,
+)
 from specsweep.report.tables import (
     Table,
     all_tables,
@@ -103,12 +117,18 @@ def hosts_line(answer: Answer) -> str | None:
     return answer.hosts.line() if answer.hosts is not None else None
 
 
-def _md_table(table: Table) -> list[str]:
+def first_shape(answer: Answer) -> str:
+    """`` at in512-out256 (the first shape)`` after a section's title, for a run of several
+    shapes (its top sections are the first shape's); "" otherwise."""
+    return f" at {answer.shape} (the first load shape)" if answer.multi_shape else ""
+
+
+def _md_table(table: Table, level: int = 3) -> list[str]:
     def cell(text: str, i: int, j: int) -> str:
         text = text.replace("|", "\\|")
         return f"**{text}**" if (i, j) in table.highlight else text
 
-    lines = [f"### {table.title}", ""]
+    lines = [f"{'#' * level} {table.title}", ""]
     lines.append("| " + " | ".join(table.columns) + " |")
     lines.append("|" + "|".join("---:" if n else "---" for n in table.numeric) + "|")
     for i, row in enumerate(table.rows):
@@ -120,6 +140,9 @@ def _md_table(table: Table) -> list[str]:
 
 def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
     lines = [f"# specsweep report: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    load = load_line(answer)
+    if load:
+        lines += [load, ""]
     search = search_headline(answer.search)
     if search:
         lines += [search, ""]
@@ -127,11 +150,14 @@ def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
         lines += [line, ""]
     for warning in warnings(answer):
         lines += [f"> {warning}", ""]
+    if answer.multi_shape:
+        lines += [f"## The answer{first_shape(answer)}", ""]
     for name, path in plot_paths.items():
-        if name not in HOST_FIGURES | SEARCH_FIGURES:
+        if name not in APART:
             lines += [f"![{FIGURES[name][0]}]({path})", ""]
     for table in all_tables(answer):
         lines += _md_table(table)
+    lines += shapes_markdown(answer, plot_paths)
     lines += search_markdown(answer, plot_paths)
     lines += hosts_markdown(answer, plot_paths)
     config = answer.config_json()
@@ -143,6 +169,26 @@ def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
         for rec in commands.to_dict("records"):
             lines += [f"`{rec['variant']}`:", "", "```", str(rec["server_command"]), "```", ""]
     return "\n".join(lines)
+
+
+def shapes_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) -> list[str]:
+    """The Load shapes section (runs of several shapes only): the surface (picture and
+    table), then each shape's own answer: its policy, best per level, pivots, tiers."""
+    surface = surface_table_view(answer)
+    if surface is None:
+        return []
+    lines = ["## Load shapes", ""]
+    for name, path in (plot_paths or {}).items():
+        if name in SHAPE_FIGURES:
+            lines += [f"![{FIGURES[name][0]}]({path})", ""]
+    lines += _md_table(surface)
+    for section in shape_sections(answer):
+        lines += [f"### {section.shape}", "", f"{section.load}.", "", f"**{section.policy}**", ""]
+        for table in section.tables:
+            lines += _md_table(table, level=4)
+        if section.export_note:
+            lines += [section.export_note, ""]
+    return lines
 
 
 def search_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) -> list[str]:
@@ -177,7 +223,7 @@ def hosts_markdown(answer: Answer, plot_paths: dict[str, str]) -> list[str]:
     return lines
 
 
-def _html_table(table: Table) -> str:
+def _html_table(table: Table, level: int = 3) -> str:
     esc = html.escape
     head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
     body = []
@@ -190,7 +236,7 @@ def _html_table(table: Table) -> str:
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{esc(table.note)}</p>' if table.note else ""
     return (
-        f"<h3>{esc(table.title)}</h3><table><thead><tr>{head}</tr></thead>"
+        f"<h{level}>{esc(table.title)}</h{level}><table><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table>{note}"
     )
 
@@ -208,17 +254,21 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
         f"<h1>specsweep report: run <code>{esc(answer.run_id)}</code></h1>",
         f'<div class="answer">{esc(headline(answer))}</div>',
     ]
+    load = load_line(answer)
+    if load:
+        parts.append(f'<p class="note">{esc(load)}</p>')
     search = search_headline(answer.search)
     if search:
         parts.append(f'<p class="note">{esc(search)}</p>')
     parts += [f"<p>{esc(line)}</p>" for line in adaptive_lines(answer)]
     parts += [f'<p class="warn">{esc(w)}</p>' for w in warnings(answer)]
-    main = {n: d for n, d in pngs.items() if n not in HOST_FIGURES | SEARCH_FIGURES}
+    main = {n: d for n, d in pngs.items() if n not in APART}
     if main:
-        parts.append("<h2>Plots</h2>")
+        parts.append(f"<h2>Plots{esc(first_shape(answer))}</h2>")
     parts += [_html_img(name, data) for name, data in main.items()]
-    parts.append("<h2>Tables</h2>")
+    parts.append(f"<h2>Tables{esc(first_shape(answer))}</h2>")
     parts += [_html_table(t) for t in all_tables(answer)]
+    parts += shapes_html(answer, pngs)
     paragraphs = search_paragraphs(answer.search)
     if paragraphs:
         parts.append("<h2>Search</h2>")
@@ -244,6 +294,27 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
             )
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def shapes_html(answer: Answer, pngs: dict[str, bytes]) -> list[str]:
+    """The Load shapes section in HTML (see shapes_markdown); empty for one shape."""
+    surface = surface_table_view(answer)
+    if surface is None:
+        return []
+    esc = html.escape
+    parts = ["<h2>Load shapes</h2>"]
+    parts += [_html_img(n, d) for n, d in pngs.items() if n in SHAPE_FIGURES]
+    parts.append(_html_table(surface))
+    for section in shape_sections(answer):
+        parts += [
+            f"<h3>{esc(section.shape)}</h3>",
+            f'<p class="note">{esc(section.load)}</p>',
+            f'<div class="answer">{esc(section.policy)}</div>',
+        ]
+        parts += [_html_table(t, level=4) for t in section.tables]
+        if section.export_note:
+            parts.append(f"<p>{esc(section.export_note)}</p>")
+    return parts
 
 
 def write_report(answer: Answer, out_dir: Path) -> ReportFiles:
@@ -278,9 +349,17 @@ def default_report_dir(results_root: Path | str, run_id: str) -> Path:
     return (local / "reports" if local is not None else LOCAL_REPORTS) / run_id
 
 
-def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
-    """The short answer for a Prefect artifact: headline, policy, throughput and pivots."""
+def answer_markdown(
+    answer: Answer, report_path: Path | None = None, surface_plot: str | None = None
+) -> str:
+    """The short answer for a Prefect artifact: headline, policy, throughput and pivots,
+    each said at its load shape and workload; with several shapes, the surface and every
+    shape's policy and pivots. `surface_plot`: where the surface's picture is (report_link:
+    a file URI, or a URL when the results are served), said beside the report's."""
     lines = [f"## specsweep answer: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    load = load_line(answer)
+    if load:
+        lines += [load, ""]
     for line in adaptive_lines(answer):
         lines += [line, ""]
     for warning in warnings(answer):
@@ -300,10 +379,27 @@ def answer_markdown(answer: Answer, report_path: Path | None = None) -> str:
     for table in tables:
         if table is not None:
             lines += _md_table(table)
+    lines += shapes_summary_markdown(answer)
     lines += search_markdown(answer)
     if report_path is not None:
         lines.append(f"Full report with plots: `{report_path}`")
+    if surface_plot is not None:  # served over HTTP: shown in place, like any web image
+        shown = surface_plot.startswith(("http://", "https://"))
+        title = FIGURES["surface"][0]
+        lines += ["", f"![{title}]({surface_plot})" if shown else f"{title}: `{surface_plot}`"]
     return "\n".join(lines) + "\n"
+
+
+def shapes_summary_markdown(answer: Answer) -> list[str]:
+    """The artifact's Load shapes part: the surface table, then each shape's policy line
+    and pivots (the report's Load shapes section has their tables)."""
+    surface = surface_table_view(answer)
+    if surface is None:
+        return []
+    lines = ["### Load shapes", "", *_md_table(surface, level=4)]
+    for shape, one in answer.by_shape.items():
+        lines += [f"- **{shape}**: {policy_text(one)}", f"  - pivots: {pivot_summary(one)}"]
+    return [*lines, ""]
 
 
 def level_records(answer: Answer) -> list[dict[str, object]]:
@@ -314,8 +410,11 @@ def level_records(answer: Answer) -> list[dict[str, object]]:
     none), the speedup over the baseline by its interval, and whether the level met
     load.target_ci (null without a target). On several targets every stored row is
     listed, with its `target` and whether the answer uses it (`in_answer`); the speedup
-    is given for those only.
+    is given for those only. Each row says its load `shape` (when the rows have one); with
+    several shapes, every shape's rows are listed, shape by shape in the run's order.
     """
+    if answer.multi_shape:
+        return [rec for one in answer.by_shape.values() for rec in level_records(one)]
     best = answer.best.set_index("concurrency")
     base = best.get("baseline_throughput")
     base_name = baseline_name(answer.levels)
@@ -356,7 +455,8 @@ def level_records(answer: Answer) -> list[dict[str, object]]:
         ok = not math.isnan(speedup.value)
         rec["speedup_vs_baseline"] = speedup.value if ok else None
         rec["speedup_lo"], rec["speedup_hi"] = (speedup.lo, speedup.hi) if ok else (None, None)
-        rows.append({k: _json_safe(v) for k, v in rec.items()})
+        shape = {"shape": answer.shape} if answer.shape is not None else {}
+        rows.append(shape | {k: _json_safe(v) for k, v in rec.items()})
     return sorted(
         rows,
         key=lambda r: (

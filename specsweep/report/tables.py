@@ -14,6 +14,7 @@ from specsweep.report.evidence import (
     INTERVALS_NOTE,
     PIVOT_NOTE,
     REPEATS_NOTE,
+    at_text,
     best_note,
     best_rows,
     best_text,
@@ -48,6 +49,12 @@ def num(value: object, fmt: str = ",.1f") -> str:
 
 def _pct(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:+.1%}"
+
+
+def at(answer: Answer) -> str:
+    """`` at in512-out256, builtin prompts via chat``: what a title's numbers were measured
+    under ("" for rows written before load shapes)."""
+    return at_text(answer.levels, answer.shape)
 
 
 def policy_table(answer: Answer) -> Table | None:
@@ -88,7 +95,7 @@ def policy_table(answer: Answer) -> Table | None:
     if p.tie_note:
         note += f" {p.tie_note}"
     return Table(
-        "Speculation policy",
+        f"Speculation policy{at(answer)}",
         ["rule", "weighted output tok/s", "vs always-baseline"],
         rows,
         [False, True, True],
@@ -128,7 +135,7 @@ def throughput_table(answer: Answer) -> Table:
         if winner in table.columns:
             bold.add((i, 1 + list(table.columns).index(winner)))
     return Table(
-        "Output throughput (tok/s) per variant and concurrency",
+        f"Output throughput (tok/s) per variant and concurrency{at(answer)}",
         cols,
         rows,
         [True, *([True] * len(table.columns)), False, True],
@@ -152,7 +159,7 @@ def best_table(answer: Answer) -> Table | None:
     rows = best_rows(answer.best)
     ties = {i for i, r in enumerate(rows) if r[-1] != "no"}
     return Table(
-        "Best variant per level, and how sure",
+        f"Best variant per level, and how sure{at(answer)}",
         BEST_HEADER,
         rows,
         [True, False, True, True, False, False],
@@ -168,7 +175,7 @@ def pivot_table(answer: Answer) -> Table:
         if pivot.soft:
             bold.add((i, 1))
     return Table(
-        "Pivot points",
+        f"Pivot points{at(answer)}",
         ["variant", "pivot concurrency", "detail"],
         rows,
         [False, True, False],
@@ -193,7 +200,7 @@ def slo_table(answer: Answer) -> Table | None:
             ]
         )
     return Table(
-        f"Best variant within the latency SLO ({answer.slo.describe()})",
+        f"Best variant within the latency SLO ({answer.slo.describe()}){at(answer)}",
         ["concurrency", "best variant meeting the SLO", "tok/s", "speedup", "baseline meets"],
         rows,
         [True, False, True, True, False],
@@ -226,7 +233,7 @@ def latency_tables(answer: Answer) -> Table:
         else ""
     )
     return Table(
-        "Latency (ms) per variant and concurrency",
+        f"Latency (ms) per variant and concurrency{at(answer)}",
         cols + (["meets SLO"] if has_slo else []),
         rows,
         [False, True, True, True, True, True] + ([False] if has_slo else []),
@@ -240,7 +247,7 @@ def accept_table(answer: Answer) -> Table | None:
         return None
     rows = [[str(c), *(num(v, ".2f") for v in row.to_numpy())] for c, row in table.iterrows()]
     return Table(
-        "Accept length (accepted tokens per verify step)",
+        f"Accept length (accepted tokens per verify step){at(answer)}",
         ["concurrency", *table.columns],
         rows,
         [True] * (1 + len(table.columns)),
@@ -258,8 +265,58 @@ def failures_table(answer: Answer) -> Table | None:
     return Table("Failures", ["variant", "concurrency", "error"], rows, [False, False, False])
 
 
+def category_table(answer: Answer) -> Table | None:
+    """Per variant (rows) and prompt category (columns): the mean accept length and the
+    median per-stream decode speed at the variant's lowest level; None without categories."""
+    cats = answer.categories
+    if answer.multi_shape and not cats.empty:  # the top-level answer carries every shape's
+        cats = cats[cats["shape"] == answer.shape]
+    if cats.empty:
+        return None
+    order = {v: i for i, v in enumerate(answer.throughput.columns)}
+    variants = sorted(cats["variant"].unique(), key=lambda v: (order.get(v, len(order)), v))
+    categories = sorted(cats["category"].unique(), key=lambda c: (c not in CATEGORY_ORDER, c))
+    cells = cats.set_index(["variant", "category"])
+    rows = []
+    for variant in variants:
+        mine = cats[cats["variant"] == variant]
+        at_c = ", ".join(str(int(c)) for c in sorted(mine["concurrency"].unique()))
+        row = [str(variant), at_c]
+        for category in categories:
+            if (variant, category) not in cells.index:
+                row.append("—")
+                continue
+            rec = cells.loc[(variant, category)]
+            row.append(
+                f"{num(rec['accept_length'], '.2f')} · {num(rec['decode_tok_s'], ',.0f')} tok/s "
+                f"(n={int(rec['requests'])})"
+            )
+        rows.append(row)
+    return Table(
+        f"Per prompt category{at(answer)}: accept length · decode tok/s per stream",
+        ["variant", "at c", *map(str, categories)],
+        rows,
+        [False, True, *([True] * len(categories))],
+        note="accept length: mean accepted tokens per verify pass over the variant's measured "
+        "requests of that category (— without speculation); decode tok/s: the median "
+        "per-stream decode speed (1000 / TPOT) at the variant's lowest level (at c), where a "
+        "stream's speed shows speculation's gain rather than the batch's; n: requests.",
+    )
+
+
+CATEGORY_ORDER = ("chat", "code", "reasoning", "summarisation")
+
+
 def environment_table(answer: Answer) -> Table:
     facts = answer.facts()
+    load = {
+        "load shapes": ", ".join(answer.shapes) or None,
+        "workload": answer.workload,
+        "endpoint": ", ".join(sorted(map(str, answer.levels["endpoint"].dropna().unique())))
+        if "endpoint" in answer.levels.columns
+        else None,
+    }
+    facts |= {k: v for k, v in load.items() if v}
     return Table(
         "Run and environment", ["", ""], [[k, v] for k, v in facts.items()], [False, False]
     )
@@ -294,7 +351,7 @@ def export_table(answer: Answer) -> Table | None:
             rows.append([span.removeprefix("batch "), rest])
     notes = [t for t in lines[1:] if not t.startswith("batch ")]
     return Table(
-        "Adaptive tiers exported from this run (--speculative-adaptive-config)",
+        f"Adaptive tiers exported from this run{at(answer)} (--speculative-adaptive-config)",
         ["batch sizes", "steps, and why"],
         rows,
         [False, False],
@@ -359,6 +416,7 @@ def all_tables(answer: Answer) -> list[Table]:
         slo_table(answer),
         latency_tables(answer),
         accept_table(answer),
+        category_table(answer),
         failures_table(answer),
         environment_table(answer),
         variants_table(answer),
