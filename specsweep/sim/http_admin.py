@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from specsweep.sim.http_common import DEFAULT_CONTEXT_LENGTH, STATE_KEY
+from specsweep.sim.http_common import STATE_KEY
 
 _FLUSH_MSG = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running "
@@ -55,7 +55,7 @@ async def server_info(request: web.Request) -> web.Response:
     info = {
         **state.args,
         "max_total_num_tokens": engine.max_total_num_tokens,
-        "max_req_input_len": (state.args.get("context_length") or DEFAULT_CONTEXT_LENGTH) - 1,
+        "max_req_input_len": state.context_length - 1,
         "internal_states": [internal],
         "version": state.version,
         "simulated": True,
@@ -79,17 +79,39 @@ async def model_info(request: web.Request) -> web.Response:
     )
 
 
-async def list_models(request: web.Request) -> web.Response:
-    state = request.app[STATE_KEY]
-    card = {
-        "id": state.model_name,
+def _model_card(state: Any, model: str) -> dict[str, Any]:
+    """sglang's ModelCard (``srt/entrypoints/openai/protocol.py``): ``max_model_len`` is
+    the model config's ``context_len``, i.e. ``--context-length`` or the model's."""
+    return {
+        "id": model,
         "object": "model",
         "created": int(time.time()),
         "owned_by": "sglang",
-        "root": state.model_name,
-        "max_model_len": state.args.get("context_length") or DEFAULT_CONTEXT_LENGTH,
+        "root": model,
+        "parent": None,
+        "max_model_len": state.context_length,
     }
-    return web.json_response({"object": "list", "data": [card]})
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """GET /v1/models: the served model (no LoRA adapters here)."""
+    state = request.app[STATE_KEY]
+    return web.json_response({"object": "list", "data": [_model_card(state, state.model_name)]})
+
+
+async def retrieve_model(request: web.Request) -> web.Response:
+    """GET /v1/models/{model}: its card, or sglang's 404 for another name."""
+    state = request.app[STATE_KEY]
+    model = request.match_info["model"]
+    if model != state.model_name:
+        error = {
+            "message": f"The model '{model}' does not exist",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "model_not_found",
+        }
+        return web.json_response({"error": error}, status=404)
+    return web.json_response(_model_card(state, model))
 
 
 async def flush_cache(request: web.Request) -> web.Response:

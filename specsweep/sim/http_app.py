@@ -21,9 +21,11 @@ from specsweep.sim.http_admin import (
     metrics,
     model_info,
     ready,
+    retrieve_model,
     server_info,
 )
 from specsweep.sim.http_common import (
+    RANDOM,
     SHUTTING_DOWN,
     STATE_KEY,
     BadRequest,
@@ -34,6 +36,7 @@ from specsweep.sim.http_common import (
     meta_info,
     native_error,
     new_request,
+    parse_prompt,
     prompt_tokens,
     run_to_end,
     sse,
@@ -54,13 +57,13 @@ async def generate(request: web.Request) -> web.StreamResponse:
         if not isinstance(sp, dict):
             raise BadRequest("sampling_params must be an object")
         if body.get("input_ids") is not None:
-            n_prompt = prompt_tokens(body["input_ids"], "input_ids")
+            n_prompt, category = prompt_tokens(body["input_ids"], "input_ids"), RANDOM
         elif body.get("text") is not None:
-            n_prompt = prompt_tokens(body["text"], "text")
+            n_prompt, category = parse_prompt(body["text"], "text")
         else:
             raise BadRequest("Either text, input_ids or input_embeds should be provided.")
         max_new = int_param(sp.get("max_new_tokens"), "max_new_tokens", 128)
-        req = new_request(state, n_prompt, max_new, bool(body.get("stream")))
+        req = new_request(state, n_prompt, max_new, bool(body.get("stream")), category)
     except BadRequest as exc:
         return bad_request(exc, openai=False)
     status = state.faults.error_status() if state.faults else None
@@ -120,6 +123,7 @@ def build_app(state: ServerState) -> web.Application:
     for path in ("/model_info", "/get_model_info"):
         r.add_get(path, model_info)
     r.add_get("/v1/models", list_models)
+    r.add_get("/v1/models/{model:.+}", retrieve_model)
     r.add_route("GET", "/flush_cache", flush_cache)
     r.add_route("POST", "/flush_cache", flush_cache)
     r.add_get("/metrics", metrics)

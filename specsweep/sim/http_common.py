@@ -17,8 +17,11 @@ from aiohttp import web
 
 from specsweep.sim.engine import Engine, SimRequest
 from specsweep.sim.faults import Faults
+from specsweep.workloads.categories import category_of
+from specsweep.workloads.tokens import estimate_tokens
 
-DEFAULT_CONTEXT_LENGTH = 131072
+DEFAULT_CONTEXT_LENGTH = 131072  # PerfProfile.context_length's default
+RANDOM = "random"  # the category of a prompt given as token ids
 
 
 class ServerState:
@@ -44,6 +47,12 @@ class ServerState:
     def model_name(self) -> str:
         return str(self.args["served_model_name"])
 
+    @property
+    def context_length(self) -> int:
+        """The model's context length as sglang resolves it: ``--context-length`` when
+        given, else the model's (the profile's)."""
+        return int(self.args.get("context_length") or self.engine.profile.context_length)
+
     def request_done(self) -> None:
         if self.faults is not None:
             self.faults.request_done()
@@ -63,8 +72,15 @@ class BadRequest(ValueError):
 
 
 def count_text_tokens(text: str) -> int:
-    """Rough token count of a prompt: words, or chars/4 for long words."""
-    return max(1, len(text.split()), round(len(text) / 4))
+    """Rough token count of a prompt: words, or chars/4 for long words (the load
+    generator's estimate, ``specsweep.workloads.estimate_tokens``)."""
+    return estimate_tokens(text)
+
+
+def text_category(text: str) -> str:
+    """Which kind of text a prompt is, for acceptance: a bundled prompt's category,
+    ``random`` for random words, ``text`` otherwise (``specsweep.workloads.category_of``)."""
+    return category_of(text)
 
 
 def sse(obj: Any) -> bytes:
@@ -72,12 +88,18 @@ def sse(obj: Any) -> bytes:
 
 
 def prompt_tokens(prompt: Any, what: str) -> int:
+    return parse_prompt(prompt, what)[0]
+
+
+def parse_prompt(prompt: Any, what: str) -> tuple[int, str]:
+    """Token count and text category of a prompt: text is classified, token ids are
+    ``random`` (a client sending ids is sglang's random-ids benchmark)."""
     if isinstance(prompt, str):
-        return count_text_tokens(prompt)
+        return count_text_tokens(prompt), text_category(prompt)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return len(prompt)
+        return len(prompt), RANDOM
     if isinstance(prompt, list) and len(prompt) == 1:
-        return prompt_tokens(prompt[0], what)
+        return parse_prompt(prompt[0], what)
     raise BadRequest(f"{what} must be a string or a list of token ids (no batches here)")
 
 
@@ -89,8 +111,10 @@ def int_param(value: Any, name: str, default: int) -> int:
     return value
 
 
-def new_request(state: ServerState, n_prompt: int, max_new: int, stream: bool) -> SimRequest:
-    limit = state.args.get("context_length") or DEFAULT_CONTEXT_LENGTH
+def new_request(
+    state: ServerState, n_prompt: int, max_new: int, stream: bool, category: str = RANDOM
+) -> SimRequest:
+    limit = state.context_length
     if n_prompt + max_new > limit:
         raise BadRequest(
             f"Requested token count exceeds the model's maximum context length of {limit} "
@@ -102,6 +126,7 @@ def new_request(state: ServerState, n_prompt: int, max_new: int, stream: bool) -
     return SimRequest(
         prompt_tokens=n_prompt,
         max_new_tokens=max_new,
+        category=category,
         stream=stream,
         stream_interval=int(state.args.get("stream_interval") or 1),
     )

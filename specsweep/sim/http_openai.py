@@ -25,27 +25,43 @@ from specsweep.sim.http_common import (
     json_body,
     new_request,
     openai_error,
-    prompt_tokens,
+    parse_prompt,
     run_to_end,
     sse,
     sse_response,
+    text_category,
     updates,
 )
 
 
-def _prompt_tokens(body: dict[str, Any], chat: bool) -> int:
+def _prompt(body: dict[str, Any], chat: bool) -> tuple[int, str]:
+    """Prompt tokens and text category: the prompt's, or for chat the messages' tokens
+    (4 per message for the template) and the last user message's category."""
     if not chat:
         if "prompt" not in body:
             raise BadRequest("prompt is required")
-        return prompt_tokens(body["prompt"], "prompt")
+        return parse_prompt(body["prompt"], "prompt")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list")
     total = 0
+    last_user: str | None = None
     for msg in messages:
-        content = msg.get("content") if isinstance(msg, dict) else None
-        total += 4 + (count_text_tokens(content) if isinstance(content, str) else 0)
-    return total
+        content = _content_text(msg.get("content")) if isinstance(msg, dict) else None
+        total += 4 + (count_text_tokens(content) if content else 0)
+        if content and msg.get("role") == "user":
+            last_user = content
+    return total, "text" if last_user is None else text_category(last_user)
+
+
+def _content_text(content: Any) -> str | None:
+    """A message's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str)) or None
+    return None
 
 
 def _usage(req: SimRequest) -> dict[str, Any]:
@@ -64,12 +80,13 @@ async def openai_completions(request: web.Request) -> web.StreamResponse:
     chat = request.path.endswith("/chat/completions")
     try:
         body = await json_body(request)
-        n_prompt = _prompt_tokens(body, chat)
+        n_prompt, category = _prompt(body, chat)
         key = "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens"
         max_new = int_param(body.get(key), key, 16 if not chat else 1024)
         if (body.get("n") or 1) != 1:
             raise BadRequest("only n = 1 is supported by the simulator")
-        req = new_request(state, n_prompt, max(max_new, 1), bool(body.get("stream")))
+        stream = bool(body.get("stream"))
+        req = new_request(state, n_prompt, max(max_new, 1), stream, category)
     except BadRequest as exc:
         return bad_request(exc, openai=True)
     status = state.faults.error_status() if state.faults else None

@@ -206,7 +206,7 @@ class SimServer:
             f"chunked_prefill_size={self.args['chunked_prefill_size']}, "
             f"max_prefill_tokens={self.args['max_prefill_tokens']}, "
             f"max_running_requests={self.engine.max_running_requests}, "
-            f"context_len={self.args['context_length'] or 131072}, "
+            f"context_len={self.state.context_length}, "
             f"available_gpu_mem={gpus[0].memory_total_mib * 0.08 / 1024:.2f} GB"
         )
         if self.knobs.crash == "load":
