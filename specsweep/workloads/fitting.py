@@ -15,7 +15,7 @@ of the target, apart from prompts that need a cut inside a word they cannot spar
 from __future__ import annotations
 
 import random
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specsweep.workloads.loaders import DatasetError, resolve_workload
@@ -65,31 +65,54 @@ def _cut_start(text: str, input_len: int) -> str:
     return text[q:]
 
 
-@lru_cache(maxsize=4)
-def _pool_words(pool: Workload) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
-    """Every text record's words (whitespace collapsed), and text -> its index."""
-    texts = [r.text for r in pool.records if r.text is not None]
-    return tuple(tuple(t.split()) for t in texts), {t: i for i, t in enumerate(texts)}
+@dataclass(frozen=True, slots=True)
+class _Filler:
+    """A workload's texts as filler: each one's words (whitespace collapsed) and length
+    joined by single spaces, and where each text is (to leave a prompt out of its own)."""
+
+    words: tuple[tuple[str, ...], ...]
+    chars: tuple[int, ...]
+    index: dict[str, int]
+
+
+_fillers: dict[int, tuple[Workload, _Filler]] = {}  # by id(pool): hashing one is O(records)
+
+
+def _filler(pool: Workload) -> _Filler:
+    hit = _fillers.get(id(pool))
+    if hit is not None and hit[0] is pool:
+        return hit[1]
+    texts = [r.text for r in pool.records if r.text is not None and r.text.split()]
+    words = tuple(tuple(t.split()) for t in texts)
+    filler = _Filler(
+        words,
+        tuple(sum(map(len, w)) + len(w) - 1 for w in words),
+        {t: i for i, t in enumerate(texts)},
+    )
+    if len(_fillers) >= 4:
+        _fillers.pop(next(iter(_fillers)))
+    _fillers[id(pool)] = (pool, filler)
+    return filler
 
 
 def _with_filler(text: str, input_len: int, pool: Workload, rng: random.Random) -> str:
-    pieces_words, index = _pool_words(pool)
-    own = index.get(text)
-    choices = [i for i in range(len(pieces_words)) if i != own and pieces_words[i]]
-    if not choices:  # nothing else to fill with: the prompt itself
-        choices, pieces_words = [0], (tuple(text.split()),)
+    filler = _filler(pool)
+    own = filler.index.get(text)
+    others = len(filler.words) - (own is not None)
+    if others < 1:  # nothing else to fill with: the prompt itself
+        filler = _Filler((tuple(text.split()),), (len(" ".join(text.split())),), {})
+        own, others = None, 1
     words = len(text.split())
     chars = len(text)  # what the prompt and everything before it add up to
     pieces: list[list[str]] = []  # in reverse: the last one found goes first
     previous = -1
+    sep = len(SEPARATOR)
     while True:
-        pick = rng.choice(choices)
-        if pick == previous and len(choices) > 1:
+        pick = rng.randrange(len(filler.words))
+        if pick == own or (pick == previous and others > 1):
             continue
         previous = pick
-        piece = pieces_words[pick]
-        sep = len(SEPARATOR)
-        piece_chars = sum(map(len, piece)) + len(piece) - 1
+        piece, piece_chars = filler.words[pick], filler.chars[pick]
         if max(words + len(piece), round((chars + sep + piece_chars) / 4)) < input_len:
             pieces.append(list(piece))
             words += len(piece)
