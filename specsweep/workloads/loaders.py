@@ -63,7 +63,7 @@ def _load_file(path: Path, mtime_ns: int, fmt: Format) -> Workload:
     except OSError as exc:
         raise DatasetError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # (a byte-order mark is not part of the JSON)
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not UTF-8 text ({exc})") from None
     if not text.strip():
@@ -72,7 +72,7 @@ def _load_file(path: Path, mtime_ns: int, fmt: Format) -> Workload:
     if auto:
         fmt = "sharegpt" if text.lstrip().startswith("[") else "jsonl"
     if fmt == "sharegpt":
-        return Workload("sharegpt", path.name, _sharegpt(path, raw))
+        return Workload("sharegpt", path.name, _sharegpt(path, text))
     lines = _json_lines(path, text)
     if auto and _looks_like_replay(lines[0][1]):
         fmt = "replay"
@@ -189,9 +189,9 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _sharegpt(path: Path, raw: bytes) -> tuple[PromptRecord, ...]:
+def _sharegpt(path: Path, text: str) -> tuple[PromptRecord, ...]:
     try:
-        data = orjson.loads(raw)
+        data = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, list):

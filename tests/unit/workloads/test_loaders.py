@@ -119,6 +119,18 @@ def test_replay_records(tmp_path: Path) -> None:
         load_file(path, "jsonl")
 
 
+def test_a_byte_order_mark_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / "bom.json").write_bytes(
+        b"\xef\xbb\xbf" + json.dumps([conv(("human", "hi"))]).encode()
+    )
+    assert load_file(tmp_path / "bom.json").kind == "sharegpt"
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + b'{"prompt": "hi"}\n')
+    assert load_file(tmp_path / "bom.jsonl").records[0].text == "hi"
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match="not UTF-8 text"):
+        load_file(tmp_path / "latin1.jsonl")
+
+
 def test_missing_and_empty_files(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=r"data\.json: no such file"):
         load_file(tmp_path / "data.json")
