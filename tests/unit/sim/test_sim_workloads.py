@@ -354,3 +354,23 @@ def test_v1_models_reports_the_context_length_like_sglang():
     card, status, error = serve([*SPEC_ARGS, "--context-length", "4096"], LLAMA, too_long)
     assert card["max_model_len"] == 4096
     assert status == 400 and "maximum context length of 4096" in error["error"]["message"]
+
+
+def test_adaptive_speculation_samples_each_requests_category():
+    """The adaptive runtime keeps a sampler per step count and category, and times each
+    cycle at the batch's context."""
+    import random
+
+    from specsweep.sim.adaptive import AdaptiveParams
+    from specsweep.sim.adaptive_runtime import AdaptiveRuntime
+
+    initial = SpecConfig("EAGLE3", 3, 1, 4)
+    rt = AdaptiveRuntime(LLAMA, initial, AdaptiveParams(3, None), random.Random(0))
+    n = 20_000
+    code = sum(rt.sample("code") for _ in range(n)) / n
+    rand = sum(rt.sample() for _ in range(n)) / n
+    assert code == pytest.approx(expected_accept_length(LLAMA, initial, "code"), rel=0.02)
+    assert rand == pytest.approx(expected_accept_length(LLAMA, initial, "random"), rel=0.02)
+    assert set(rt._samplers) == {(3, "code"), (3, "random")}
+    assert rt.cycle_ms(8, 32_000) == pytest.approx(spec_cycle_ms(LLAMA, 8, initial, context=32_000))
+    assert rt.cycle_ms(8) == pytest.approx(spec_cycle_ms(LLAMA, 8, initial))
