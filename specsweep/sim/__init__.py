@@ -6,12 +6,14 @@ phases and log lines, runs sglang's process tree (``sglang::scheduler_TP<r>``,
 ``sglang::detokenizer``) holding memory on simulated GPUs that a bundled
 ``nvidia-smi`` stand-in reports, speaks sglang's HTTP API, and times its answers with
 a continuous-batching performance model in which speculative decoding wins at low
-concurrency and loses at saturation. Every failure a GPU host shows (crash or hang
-while loading, crash after N requests, slow or flapping health, 5xx bursts, a taken
-port, orphaned schedulers holding memory) can be switched on. Results from it are
-labelled simulated (``/server_info`` has ``"simulated": true`` and version
-``<release>-sim``: ``SIM_SGLANG_VERSION`` by default, or the release chosen with
-``SPECSWEEP_SIM_SGLANG_VERSION``). Guide and calibration: ``docs/simulator.md``.
+concurrency and loses at saturation on short contexts, keeps paying at larger batches
+on long ones (the KV read), and accepts more on natural text than on random ids.
+Every failure a GPU host shows (crash or hang while loading, crash after N requests,
+slow or flapping health, 5xx bursts, a taken port, orphaned schedulers holding memory)
+can be switched on. Results from it are labelled simulated (``/server_info`` has
+``"simulated": true`` and version ``<release>-sim``: ``SIM_SGLANG_VERSION`` by default,
+or the release chosen with ``SPECSWEEP_SIM_SGLANG_VERSION``). Guide and calibration:
+``docs/simulator.md``.
 
 Modules: ``knobs`` (environment-only settings and faults), ``server_args`` (sglang's
 flags and speculative rules), ``perf_model`` (pure timing/acceptance model),
