@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 from rich.table import Table
+from rich.text import Text
 
 from specsweep.analysis.params import LatencySLO, RegressionPolicy, TrafficMix
 from specsweep.cli.common import ResultsOpt, console, fail, open_store
 
 if TYPE_CHECKING:
     from specsweep.analysis.hosts import HostComparison
+    from specsweep.report.shapes import Surface
 
 WeightsOpt = Annotated[
     str | None,
@@ -76,6 +78,7 @@ def report(
         write_report,
     )
     from specsweep.report.search import search_lines
+    from specsweep.report.shapes import answer_surface, load_line, shape_lines, surface_note
     from specsweep.results.location import local_path
 
     mix = parse_traffic(traffic)
@@ -86,12 +89,22 @@ def report(
         raise fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
     console.print(f"[bold]{headline(answer)}[/]", soft_wrap=True)
+    load = load_line(answer)
+    if load:
+        console.print(load, soft_wrap=True, markup=False, highlight=False)
     for line in adaptive_lines(answer):
         console.print(line, soft_wrap=True, markup=False)
     for warning in warnings(answer):
         console.print(warning, style="yellow", markup=False, soft_wrap=True)
-    for variant, pivot in answer.pivots.items():
-        console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
+    if answer.multi_shape:  # the surface, then each shape's policy and pivots
+        grid = answer_surface(answer)
+        console.print(_surface_table(grid))
+        console.print(surface_note(grid), soft_wrap=True, markup=False, style="dim")
+        for line in shape_lines(answer):
+            console.print(line, soft_wrap=True, markup=False, highlight=False)
+    else:
+        for variant, pivot in answer.pivots.items():
+            console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
     for line in tie_lines(answer.best):  # a near-tie: which variants, and which one to run
         console.print(line, soft_wrap=True, markup=False)
     for line in search_lines(answer.search):  # predictions apart, each said to be predicted
@@ -105,6 +118,22 @@ def report(
             f"here, in {files.html.parent.resolve()}, not uploaded)",
             soft_wrap=True,
         )
+
+
+def _surface_table(grid: Surface) -> Table:
+    """Shapes (rows) x levels (columns): the variant to run and the best's speedup."""
+    out = Table(title="Per load shape: the variant to run, speedup", title_justify="left")
+    out.add_column("shape")
+    for c in grid.levels:
+        out.add_column(f"c={c}", justify="right")
+    for shape in grid.shapes:
+        cells = []
+        for c in grid.levels:
+            text = grid.cell_text(shape, c, sep="\n")
+            style = "green" if grid.speedup(shape, c) > 1.0 else ""
+            cells.append(Text(text, style=style))
+        out.add_row(shape, *cells)
+    return out
 
 
 def _hosts_table(hosts: HostComparison) -> Table:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -30,6 +30,9 @@ from specsweep.cli.common import (
 from specsweep.config import PolicyVerification, SweepConfig
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError, PolicyExportRefused
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 policy_app = typer.Typer(
     no_args_is_help=True,
@@ -50,6 +53,46 @@ VariantOpt = Annotated[
         "the run (they must come from one family).",
     ),
 ]
+
+
+ShapeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shape",
+        help="The load shape to export for, e.g. in4096-out256 (default: the run's first). "
+        "sglang's tiers key on batch size only and the best step count moves with context "
+        "length: export one config per shape and serve each shape's traffic with its own.",
+    ),
+]
+
+
+def pick_shape(
+    levels: pd.DataFrame, run: dict[str, object] | None, shape: str | None, run_id: str
+) -> tuple[pd.DataFrame, str | None, list[str]]:
+    """(the rows of the shape asked for, that shape, every shape of the run in order).
+
+    Default: the run's first shape. An unknown label is a usage error that lists the run's
+    shapes. Rows without a shape (written before load shapes) are their own
+    in<input_len>-out<output_len>."""
+    import pandas as pd
+
+    from specsweep.analysis.shapes import shape_order
+    from specsweep.config.load import shape_label
+
+    lengths = zip(levels["input_len"], levels["output_len"], strict=True)
+    own = pd.Series([shape_label(i, o) for i, o in lengths], index=levels.index)
+    labels = levels["shape"].fillna(own) if "shape" in levels.columns else own
+    shapes = shape_order(levels.assign(shape=labels), run)
+    if shape is None:
+        shape = shapes[0] if shapes else None
+    elif shape not in shapes:
+        raise fail(
+            f"--shape {shape}: run {run_id} has no such load shape; its shapes: "
+            f"{', '.join(shapes) or 'none recorded'}"
+        )
+    if shape is None or len(shapes) <= 1:
+        return levels, shape, shapes
+    return levels[labels == shape], shape, shapes
 
 
 def _run_config(run: dict[str, object] | None) -> SweepConfig | None:
@@ -74,11 +117,13 @@ def export(
         Path | None, typer.Option("--out", "-o", help="Write the config here (default: stdout).")
     ] = None,
     variant: VariantOpt = None,
+    shape: ShapeOpt = None,
     tie_margin: Annotated[
         float, typer.Option(help="Relative margin of a near-tie, resolved to fewer steps.")
     ] = 0.01,
 ) -> None:
-    """Export a run's measured per-level answer as an SGLang adaptive tier config."""
+    """Export a run's measured per-level answer at one load shape as an SGLang adaptive tier
+    config."""
     from specsweep.analysis.adaptive_export import export_adaptive
     from specsweep.analysis.verification_plan import verification_variants
     from specsweep.config.command import build_launch_command
@@ -89,6 +134,8 @@ def export(
     levels = store.read_levels(run_id)
     if levels.empty:
         raise fail(f"run {run_id} has no level rows under {store.levels_dir}", 1)
+    run = store.read_run(run_id)
+    levels, shape, shapes = pick_shape(levels, run, shape, run_id)
     try:
         tiers = export_adaptive(levels, variants=variant or None, tie_margin=tie_margin)
     except PolicyExportRefused as exc:
@@ -102,9 +149,17 @@ def export(
         out.write_text(text)
         shown = console
         shown.print(f"wrote {out}", soft_wrap=True)
+    if len(shapes) > 1:
+        others = ", ".join(s for s in shapes if s != shape)
+        shown.print(
+            f"load shape {shape} ({shapes.index(shape) + 1} of {len(shapes)}; the others: "
+            f"{others}: export each with --shape)",
+            soft_wrap=True,
+            markup=False,
+        )
     for line in tiers.describe():
         shown.print(line, soft_wrap=True, markup=False)
-    config = _run_config(store.read_run(run_id))
+    config = _run_config(run)
     path = str(out.resolve()) if out is not None else "tiers.json"
     if config is None:
         shown.print(

@@ -87,9 +87,11 @@ def adaptive_lines(answer: Answer) -> list[str]:
             lines.append(v.overhead)
     if answer.export is not None and not answer.verifications:
         tiers = answer.export.adaptive_spec().describe()
+        at = f" at {answer.shape}" if answer.shape else ""
+        pick = f" --shape {answer.shape}" if answer.multi_shape else ""
         lines.append(
-            f"Exportable as SGLang adaptive {tiers} (specsweep policy export "
-            f"{answer.run_id}; verify with specsweep policy verify {answer.run_id} -c FILE)."
+            f"Exportable{at} as SGLang adaptive {tiers} (specsweep policy export "
+            f"{answer.run_id}{pick}; verify with specsweep policy verify {answer.run_id} -c FILE)."
         )
     if answer.export is None and answer.has_adaptive and answer.export_refused:
         lines.append(f"No adaptive export: {answer.export_refused}")

@@ -175,7 +175,8 @@ def shape_lines(answer: Answer) -> list[str]:
         return []
     out = []
     for shape, one in answer.by_shape.items():
-        out.append(f"{shape} ({load_text(one.levels, shape)}): {policy_text(one)}")
+        sent = load_text(one.levels, "")  # "": the workload alone, the shape leads the line
+        out.append(f"{shape}{f' ({sent})' if sent else ''}: {policy_text(one)}")
         out.append(f"  pivots at {shape}: {pivot_summary(one)}")
     return out
 

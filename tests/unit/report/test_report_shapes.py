@@ -177,7 +177,7 @@ def test_answer_artifact_has_the_surface_and_each_shapes_policy(answer):
     records = level_records(answer)
     assert len(records) == 3 * 2 * len(LEVELS)
     assert [r["shape"] for r in records[:: 2 * len(LEVELS)]] == list(PIVOT_AT)
-    assert shape_lines(answer)[2].startswith("in4096-out256 (in4096-out256, builtin prompts")
+    assert shape_lines(answer)[2].startswith("in4096-out256 (builtin prompts via chat): Use")
 
 
 def test_publish_answer_returns_every_shape(store, tmp_path, monkeypatch):
