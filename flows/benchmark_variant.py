@@ -59,7 +59,9 @@ def benchmark_variant(
     # a resumed search: cells its rule already skipped need no server
     while todo and (reason := server.skip_reason(config.search, todo[0][1], todo[0][0])):
         shape, concurrency = todo.pop(0)
-        rows.append(skip_level(server, concurrency, reason, shape))
+        rows.append(
+            skip_level(server, concurrency, reason, shape, server.cell_name(shape, concurrency))
+        )
     if not todo:
         get_run_logger().info(
             "%s: every level already measured on %s in run %s",
@@ -72,9 +74,12 @@ def benchmark_variant(
             start(server, config.server.start_attempts, force)
             for shape, concurrency in todo:  # every shape on this one launch
                 if (reason := server.skip_reason(config.search, concurrency, shape)) is not None:
-                    rows.append(skip_level(server, concurrency, reason, shape))
+                    cell = server.cell_name(shape, concurrency)
+                    rows.append(skip_level(server, concurrency, reason, shape, cell))
                     continue
-                row = benchmark_level(server, concurrency, shape)
+                row = benchmark_level(
+                    server, concurrency, shape, server.cell_name(shape, concurrency)
+                )
                 rows.append(row)
                 if row["status"] != "ok":
                     server.ensure_alive(f"the level at {server.cell_name(shape, concurrency)}")

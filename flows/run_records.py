@@ -15,13 +15,13 @@ from specsweep.analysis.summary import summarize
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.secrets import literal_secret_names
 from specsweep.errors import SweepFailed
-from specsweep.load_preflight import check_load
 from specsweep.report.markdown import summary_markdown
 from specsweep.results.phases import gpu_memory_lines
 from specsweep.results.preflight import check_results_dir
 from specsweep.results.rows import RunContext
 from specsweep.results.runs import run_row
 from specsweep.results.store import ResultsStore, new_run_id
+from specsweep.workloads.preflight import check_load
 from tasks.answer import publish_answer
 
 

@@ -46,6 +46,11 @@ class ConfigError(SpecsweepError, ValueError):
     """A configuration that cannot run; the message says what to change."""
 
 
+class DatasetError(ConfigError):
+    """A prompt file (load.dataset) that cannot be used; the message names the file and its
+    first bad record. Raised before anything is launched."""
+
+
 class UnsupportedByVersion(ConfigError):
     """The target's sglang is too old (or too new) for a flag the sweep needs; the
     message names the version found and the one that has it."""

@@ -7,25 +7,19 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.runtime import task_run
 
 from specsweep.config.load import Shape
 from specsweep.pipeline import VariantServer
 from specsweep.progress import OffTheLoop, throttled
 
 
-def cell_run_name() -> str:
-    """c=16, or in4096-out256 c=16 in a run of several shapes."""
-    params = task_run.parameters
-    return params["server"].cell_name(params.get("shape"), params["concurrency"])
-
-
-@task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name=cell_run_name)
+@task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name="{cell}")
 def benchmark_level(
-    server: VariantServer, concurrency: int, shape: Shape | None = None
+    server: VariantServer, concurrency: int, shape: Shape | None = None, cell: str = ""
 ) -> dict[str, Any]:
+    """`cell`: its name in the UI (c=16, or in4096-out256 c=16 in a run of several shapes)."""
     logger = get_run_logger()
-    cell = server.cell_name(shape, concurrency)
+    cell = cell or server.cell_name(shape, concurrency)
     artifact_id = create_progress_artifact(
         0.0, description=f"run {server.ctx.run_id}: {server.label} at {cell}"
     )

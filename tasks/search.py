@@ -13,7 +13,6 @@ from specsweep.config.load import Shape
 from specsweep.pipeline import VariantServer
 from specsweep.results.store import ResultsStore
 from specsweep.search.planner import RunSoFar, next_step, record_final, record_launch
-from tasks.benchmark import cell_run_name
 
 
 @task(name="plan-next-launch", cache_policy=NO_CACHE)
@@ -51,9 +50,13 @@ def plan_next_launch(
     return step.launch, step.why, step.done
 
 
-@task(name="skip-level", cache_policy=NO_CACHE, task_run_name=cell_run_name)
+@task(name="skip-level", cache_policy=NO_CACHE, task_run_name="{cell}")
 def skip_level(
-    server: VariantServer, concurrency: int, reason: str, shape: Shape | None = None
+    server: VariantServer,
+    concurrency: int,
+    reason: str,
+    shape: Shape | None = None,
+    cell: str = "",
 ) -> dict[str, Any]:
     """Record the cell as skipped (no number), so the answer and a resume see it."""
     get_run_logger().info("%s at %s %s", server.label, server.cell_name(shape, concurrency), reason)

@@ -18,8 +18,8 @@ from specsweep.config import SweepConfig
 from specsweep.config.file import load_config
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.load_preflight import check_load
 from specsweep.results.phases import gpu_memory_lines
+from specsweep.workloads.preflight import check_load
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,9 +23,9 @@ from specsweep.cli.common import (
 from specsweep.cli.sweep_runner import run_sweep_now
 from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
-from specsweep.load_preflight import check_load
 from specsweep.search.seeds import search_plan_text
 from specsweep.workloads.loaders import workload_label
+from specsweep.workloads.preflight import check_load
 
 run_app = typer.Typer(no_args_is_help=True, help="Run a sweep flow now, in this process.")
 

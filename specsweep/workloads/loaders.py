@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from specsweep.errors import ConfigError
+from specsweep.errors import DatasetError
 from specsweep.workloads.bundled import load_builtin
 from specsweep.workloads.records import PromptRecord, Workload
 
@@ -36,11 +36,6 @@ if TYPE_CHECKING:
 
 Format = Literal["auto", "jsonl", "sharegpt", "replay"]
 _TEXT_KEYS = ("prompt", "text")
-
-
-class DatasetError(ConfigError):
-    """A prompt file that cannot be used; the message names the file and the first bad
-    record. (A ConfigError, so a ValueError: nothing was launched.)"""
 
 
 def load_file(path: Path | str, fmt: Format = "auto") -> Workload:

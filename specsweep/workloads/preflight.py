@@ -9,14 +9,15 @@ must be said here, once.
 
 from __future__ import annotations
 
+import os
 import resource
 
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.command import effective_max_running_requests
-from specsweep.errors import ConfigError
-from specsweep.sim.http_common import DEFAULT_CONTEXT_LENGTH as SIMULATOR_CONTEXT_LENGTH
+from specsweep.errors import ConfigError, DatasetError
+from specsweep.sim.knobs import ENV_PROFILE as PROFILE_ENV
+from specsweep.sim.profiles import get_profile
 from specsweep.workloads.fitting import check_workload
-from specsweep.workloads.loaders import DatasetError
 
 # Sockets beyond one per stream: the server's admin calls, logs, Python's own files.
 _SPARE_FILES = 256
@@ -24,10 +25,17 @@ _SPARE_FILES = 256
 
 def known_context_length(config: SweepConfig) -> int | None:
     """The server's context length when it can be known before launch (None: real sglang
-    without --context-length, where the model's config decides)."""
+    without --context-length, where the model's config decides and the server refuses a
+    request that does not fit, which fails its level)."""
     if config.server.context_length is not None:
         return config.server.context_length
-    return SIMULATOR_CONTEXT_LENGTH if config.server.backend == "simulator" else None
+    if config.server.backend != "simulator":
+        return None
+    ref = config.server.env.get(PROFILE_ENV) or os.environ.get(PROFILE_ENV) or "default"
+    try:
+        return get_profile(ref).context_length
+    except Exception:  # a profile the simulator cannot read fails its launch, with its message
+        return None
 
 
 def check_shapes(config: SweepConfig) -> None:
