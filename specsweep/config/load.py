@@ -58,9 +58,9 @@ class LoadSpec(_Model):
     )
     dataset_format: DatasetFormat = Field(
         "auto",
-        description="Format of `dataset`: 'jsonl' (one {\"prompt\"|\"text\"|\"messages\", "
+        description='Format of `dataset`: \'jsonl\' (one {"prompt"|"text"|"messages", '
         "\"category\"?} per line), 'sharegpt' (JSON list of conversations), 'replay' "
-        "(recorded traffic: JSONL of {\"input_len\", \"output_len\", \"prompt\"?}); "
+        '(recorded traffic: JSONL of {"input_len", "output_len", "prompt"?}); '
         "'auto' tells them apart by the file's content.",
     )
     prompt_length: Literal["fit", "natural"] = Field(
