@@ -32,8 +32,8 @@ from specsweep.report.tables import (
 SURFACE_NOTE = (
     "Each cell: the variant to run at that shape and concurrency (the simplest of a "
     f"near-tie, marked {TIE}) and the best's speedup over the baseline, ± half its 95% "
-    "interval where the levels carry one. Each shape is answered on its own: its pivot "
-    "and policy are in its own section."
+    "interval where the levels carry one. Each shape is answered on its own cells, with "
+    "its own pivot and policy."
 )
 
 
@@ -219,11 +219,14 @@ def shape_sections(answer: Answer) -> list[ShapeSection]:
     return out
 
 
-def summaries_by_shape(summary: Summary) -> dict[str | None, Summary]:
+def summaries_by_shape(
+    summary: Summary, run: dict[str, Any] | None = None
+) -> dict[str | None, Summary]:
     """A run summary split by load shape (one entry, keyed by its shape or None, when the
-    rows hold one): each shape's throughput, best and pivots on its own cells."""
+    rows hold one): each shape's throughput, best and pivots on its own cells. `run`: the
+    runs row, whose config orders the shapes (else by input, then output length)."""
     levels = summary.levels
-    shapes = shape_order(levels) if not levels.empty else []
+    shapes = shape_order(levels, run) if not levels.empty else []
     if len(shapes) <= 1:
         return {shapes[0] if shapes else None: summary}
     search = summary.search
