@@ -73,7 +73,7 @@ def report(
     from specsweep.report.render import (
         adaptive_lines,
         default_report_dir,
-        headline,
+        stated_headline,
         warnings,
         write_report,
     )
@@ -88,7 +88,7 @@ def report(
     except (LookupError, ValueError) as exc:
         raise fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
-    console.print(f"[bold]{headline(answer)}[/]", soft_wrap=True)
+    console.print(f"[bold]{stated_headline(answer)}[/]", soft_wrap=True)
     load = load_line(answer)
     if load:
         console.print(load, soft_wrap=True, markup=False, highlight=False)

@@ -77,6 +77,13 @@ def headline(answer: Answer) -> str:
     return "No baseline was measured, so neither a pivot nor a policy can be given."
 
 
+def stated_headline(answer: Answer) -> str:
+    """The headline as a view states it: for a run of several shapes, the shape it is for
+    leads (``At in512-out256: Use ...``); the load line under it says the rest."""
+    line = headline(answer)
+    return f"At {answer.shape}: {line}" if answer.multi_shape else line
+
+
 def adaptive_lines(answer: Answer) -> list[str]:
     """The engine-config side of the answer: each verified export's verdict, the steps-0
     overhead, and why nothing was exported when adaptive variants ran without an export."""
@@ -141,7 +148,8 @@ def _md_table(table: Table, level: int = 3) -> list[str]:
 
 
 def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
-    lines = [f"# specsweep report: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    lines = [f"# specsweep report: run `{answer.run_id}`", ""]
+    lines += [f"**{stated_headline(answer)}**", ""]
     load = load_line(answer)
     if load:
         lines += [load, ""]
@@ -254,7 +262,7 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>specsweep report {esc(answer.run_id)}</title><style>{CSS}</style></head><body>",
         f"<h1>specsweep report: run <code>{esc(answer.run_id)}</code></h1>",
-        f'<div class="answer">{esc(headline(answer))}</div>',
+        f'<div class="answer">{esc(stated_headline(answer))}</div>',
     ]
     load = load_line(answer)
     if load:
@@ -358,7 +366,8 @@ def answer_markdown(
     each said at its load shape and workload; with several shapes, the surface and every
     shape's policy and pivots. `surface_plot`: where the surface's picture is (report_link:
     a file URI, or a URL when the results are served), said beside the report's."""
-    lines = [f"## specsweep answer: run `{answer.run_id}`", "", f"**{headline(answer)}**", ""]
+    lines = [f"## specsweep answer: run `{answer.run_id}`", ""]
+    lines += [f"**{stated_headline(answer)}**", ""]
     load = load_line(answer)
     if load:
         lines += [load, ""]

@@ -40,6 +40,7 @@ def test_report_prints_the_surface_and_each_shapes_pivot(results, tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     out = result.output
+    assert out.startswith("At in512-out256: Use eagle3-s2-k1-d3 up to concurrency 16")
     assert "Load: in512-out256, random-ids prompts via generate." in out
     assert "Exportable at in512-out256 as SGLang adaptive" in out
     assert f"policy export {RUN} --shape in512-out256" in out

@@ -106,6 +106,7 @@ def test_report_draws_the_surface_and_answers_each_shape(answer, tmp_path):
         "<h2>Load shapes</h2>"
     )
     md = files.markdown.read_text()
+    assert "**At in512-out256: Use eagle3-s2-k1-d3 up to concurrency 16" in md
     assert "](plots/surface.png)" in md
     assert "This run measured 3 load shapes (in512-out256, in4096-out256, in16384-out256)" in md
     assert "### Pivot points at in512-out256, builtin prompts via chat" in md  # the top
