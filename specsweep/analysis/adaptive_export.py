@@ -466,7 +466,7 @@ def export_adaptive(
     if len(shapes) > 1:
         raise _refuse(
             f"the levels hold several load shapes ({', '.join(shapes)}) and sglang's tiers key "
-            "on batch size only: export one shape (specsweep policy --shape <shape>)"
+            "on batch size only: export one shape (specsweep policy export --shape <shape>)"
         )
     base, chains = _candidates(ok, variants)
     plain = ok[ok["variant"] == base]

@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 from rich.table import Table
-from rich.text import Text
 
 from specsweep.analysis.params import LatencySLO, RegressionPolicy, TrafficMix
-from specsweep.cli.common import ResultsOpt, console, fail, open_store
+from specsweep.cli.common import ResultsOpt, console, fail, open_store, surface_table
 
 if TYPE_CHECKING:
     from specsweep.analysis.hosts import HostComparison
-    from specsweep.report.shapes import Surface
 
 WeightsOpt = Annotated[
     str | None,
@@ -98,7 +96,7 @@ def report(
         console.print(warning, style="yellow", markup=False, soft_wrap=True)
     if answer.multi_shape:  # the surface, then each shape's policy and pivots
         grid = answer_surface(answer)
-        console.print(_surface_table(grid))
+        console.print(surface_table(grid))
         console.print(surface_note(grid), soft_wrap=True, markup=False, style="dim")
         for line in shape_lines(answer):
             console.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -118,22 +116,6 @@ def report(
             f"here, in {files.html.parent.resolve()}, not uploaded)",
             soft_wrap=True,
         )
-
-
-def _surface_table(grid: Surface) -> Table:
-    """Shapes (rows) x levels (columns): the variant to run and the best's speedup."""
-    out = Table(title="Per load shape: the variant to run, speedup", title_justify="left")
-    out.add_column("shape")
-    for c in grid.levels:
-        out.add_column(f"c={c}", justify="right")
-    for shape in grid.shapes:
-        cells = []
-        for c in grid.levels:
-            text = grid.cell_text(shape, c, sep="\n")
-            style = "green" if grid.speedup(shape, c) > 1.0 else ""
-            cells.append(Text(text, style=style))
-        out.add_row(shape, *cells)
-    return out
 
 
 def _hosts_table(hosts: HostComparison) -> Table:

@@ -24,6 +24,7 @@ from specsweep.workloads.preflight import check_load
 if TYPE_CHECKING:
     import pandas as pd
 
+    from specsweep.report.shapes import Surface
     from specsweep.results.store import ResultsStore
 
 # Logs and CI capture output without a terminal; rich would squeeze tables to 80 columns.
@@ -207,12 +208,43 @@ def skipped_lines(skipped: pd.DataFrame) -> list[str]:
     return out
 
 
+def surface_table(grid: Surface) -> Table:
+    """Load shapes (rows) x levels (columns): the variant to run and the best's speedup."""
+    from rich.text import Text
+
+    out = Table(title="Per load shape: the variant to run, speedup", title_justify="left")
+    out.add_column("shape")
+    for c in grid.levels:
+        out.add_column(f"c={c}", justify="right")
+    for shape in grid.shapes:
+        cells = []
+        for c in grid.levels:
+            style = "green" if grid.speedup(shape, c) > 1.0 else ""
+            cells.append(Text(grid.cell_text(shape, c, sep="\n"), style=style))
+        out.add_row(shape, *cells)
+    return out
+
+
 def show_run(store: ResultsStore, run_id: str) -> None:
-    """The run's summary from its Parquet files, with its search (if any) said apart."""
+    """The run's summary from its Parquet files, with its search (if any) said apart; a
+    run of several load shapes: each shape's on its own, then the surface over them."""
+    from specsweep.report.evidence import load_text
+    from specsweep.report.shapes import summaries_by_shape, summary_surface, surface_note
+
     levels = store.read_levels(run_id)
     run = store.read_run(run_id)
     summary = summarize(levels, store.read_predictions(run_id), (run or {}).get("search_stop"))
-    render_summary(summary, f"run {run_id}")
+    parts = summaries_by_shape(summary, run)
+    load = load_text(summary.levels, None if len(parts) == 1 else "")
+    if load:
+        shapes = f"{len(parts)} load shapes, " if len(parts) > 1 else ""
+        console.print(f"load: {shapes}{load}", soft_wrap=True, markup=False, highlight=False)
+    for shape, part in parts.items():
+        render_summary(part, f"run {run_id}" + (f" at {shape}" if shape else ""))
+    surface = summary_surface(parts)
+    if surface is not None:
+        console.print(surface_table(surface))
+        console.print(surface_note(surface), soft_wrap=True, markup=False, style="dim")
     for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
         console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
     for line in gpu_memory_lines(store.read_phase_files(run_id)):
@@ -226,7 +258,10 @@ def show_outcome(store: ResultsStore, run_id: str, answer: dict[str, object]) ->
     """After a sweep: its summary, the policy line, where the results and report are."""
     show_run(store, run_id)
     if answer.get("policy"):
-        console.print(f"[bold]policy:[/] {answer['policy']}", soft_wrap=True)
+        at = f" at {answer['shape']}" if len(answer.get("shapes") or []) > 1 else ""
+        console.print(f"[bold]policy{at}:[/] {answer['policy']}", soft_wrap=True)
+    for shape, its in list((answer.get("by_shape") or {}).items())[1:]:  # type: ignore[attr-defined]
+        console.print(f"[bold]policy at {shape}:[/] {its['policy']}", soft_wrap=True)
     for line in answer.get("adaptive") or []:  # type: ignore[attr-defined]
         console.print(f"[bold]adaptive:[/] {line}", soft_wrap=True, highlight=False)
     console.print(f"results: {store.levels_dir}/{run_id}")

@@ -90,3 +90,14 @@ def test_a_run_from_before_load_shapes_has_its_own_shape(results):
     assert "load shape" not in result.stderr  # one shape: nothing to choose between
     refused = runner.invoke(app, [*args, "--shape", "in512-out256"])
     assert refused.exit_code == 2 and "its shapes: in128-out64" in refused.stderr
+
+
+def test_summary_prints_each_shape_on_its_own_then_the_surface(results):
+    result = runner.invoke(app, ["summary", RUN, "--results-dir", results])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "load: 3 load shapes, random-ids prompts via generate" in out
+    for shape, k in PIVOT_AT.items():
+        mine = out[out.index(f"run {RUN} at {shape}: output throughput") :]
+        assert f"{SPEC}: pivot at c≈{2**k:.3g}" in mine.split("output throughput")[1]
+    assert out.index("Per load shape") > out.index(f"run {RUN} at in16384-out256")
