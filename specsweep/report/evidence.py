@@ -52,12 +52,17 @@ def rel_half(value: object, lo: object, hi: object) -> float:
 def pm(
     value: object, lo: object = None, hi: object = None, fmt: str = ",.1f", unit: str = ""
 ) -> str:
-    """``value ±h%`` (the value alone without an interval, ``—`` without a value)."""
+    """``value ±h%`` (the value alone without an interval, ``—`` without a value;
+    ``±>100%`` when the interval reaches zero or has no upper end: it bounds nothing)."""
     if not _finite(value):
         return "—"
     text = f"{format(float(value), fmt)}{unit}"  # type: ignore[arg-type]
+    if _finite(lo) and hi is not None and not pd.isna(hi) and math.isinf(float(hi)):  # type: ignore[arg-type]
+        return f"{text} ±>100%"
     half = rel_half(value, lo, hi)
-    return text if math.isnan(half) else f"{text} ±{half:.1%}"
+    if math.isnan(half):
+        return text
+    return f"{text} ±>100%" if half >= 1.0 else f"{text} ±{half:.1%}"
 
 
 def gain_text(gain: float, lo: float = math.nan, hi: float = math.nan) -> str:
@@ -77,7 +82,7 @@ def speedup_text(rec: Mapping[str, Any]) -> str:
         return "—"
     if rec.get("best_throughput") == rec.get("baseline_throughput"):
         return f"{float(speedup):.2f}x"  # the baseline is the best: exactly 1, no interval
-    if _finite(rec.get("speedup_lo")) and _finite(rec.get("speedup_hi")):
+    if _finite(rec.get("speedup_lo")) and not pd.isna(rec.get("speedup_hi")):
         return pm(speedup, rec["speedup_lo"], rec["speedup_hi"], ".2f", "x")
     spread = rec.get("speedup_spread")
     if _finite(spread) and float(spread) > 0:

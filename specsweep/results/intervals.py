@@ -130,6 +130,8 @@ def ratio(a: Interval, b: Interval) -> Interval:
     value = a.value / b.value
     if not (a.known and b.known) or a.value <= 0 or b.value <= 0:
         return Interval(value)
+    if a.lo <= 0 or b.lo <= 0:  # a side that may be zero: the ratio is not bounded
+        return Interval(value, 0.0, math.inf)
     spread = math.hypot(_log_halfwidth(a), _log_halfwidth(b))
     return Interval(value, value * math.exp(-spread), value * math.exp(spread))
 
