@@ -71,7 +71,9 @@ class Interval:
 
     @property
     def known(self) -> bool:
-        return math.isfinite(self.lo) and math.isfinite(self.hi)
+        """An interval is given (it may be unbounded above: a ratio over a side that may be
+        zero is [0, inf), which says it bounds nothing, not that there is no interval)."""
+        return not (math.isnan(self.lo) or math.isnan(self.hi))
 
     @property
     def rel_halfwidth(self) -> float:
