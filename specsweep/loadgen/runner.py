@@ -35,6 +35,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 from specsweep.config import LoadSpec
+from specsweep.loadgen.limits import ensure_open_files, files_for
 from specsweep.loadgen.metrics import (
     NAN,
     LevelMetrics,
@@ -126,6 +127,8 @@ async def run_level(
     """Warm up, then measure `load.num_requests(concurrency)` requests per pass."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if raised := ensure_open_files(files_for(concurrency)):  # here too: on an SSH target
+        logger.info("%s", raised)
     n_workers = min(resolve_workers(workers), concurrency)
     model = await discover_model(base_url) if load.resolved_endpoint() != "generate" else None
     factory = RequestFactory(base_url, concurrency, load, model)

@@ -10,17 +10,14 @@ must be said here, once.
 from __future__ import annotations
 
 import os
-import resource
 
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.command import effective_max_running_requests
 from specsweep.errors import ConfigError, DatasetError
+from specsweep.loadgen.limits import ensure_open_files, files_for
 from specsweep.sim.knobs import ENV_PROFILE as PROFILE_ENV
 from specsweep.sim.profiles import get_profile
 from specsweep.workloads.fitting import check_workload
-
-# Sockets beyond one per stream: the server's admin calls, logs, Python's own files.
-_SPARE_FILES = 256
 
 
 def known_context_length(config: SweepConfig) -> int | None:
@@ -53,29 +50,7 @@ def check_shapes(config: SweepConfig) -> None:
 
 def files_needed(config: SweepConfig) -> int:
     """Open files the load generator needs at the highest level: a socket per stream."""
-    return max(config.load.concurrency) + _SPARE_FILES
-
-
-def ensure_open_files(needed: int, *, apply: bool = True) -> str | None:
-    """Raise this process's soft open-file limit to `needed` if the hard limit allows; say
-    what was done (None: nothing needed). Refused when even the hard limit is too low.
-    `apply` False: only say what a run would do."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or needed <= soft:
-        return None
-    if hard != resource.RLIM_INFINITY and needed > hard:
-        raise ConfigError(
-            f"the highest concurrency needs {needed} open files (a socket per stream), but "
-            f"this machine allows {hard} (ulimit -Hn): lower load.concurrency, or raise the "
-            "hard limit (limits.conf / systemd LimitNOFILE) and run again"
-        )
-    if not apply:
-        return (
-            f"the highest level needs {needed} open files (a socket per stream): a run here "
-            f"raises the limit from {soft} to {needed} (the hard limit allows {hard})"
-        )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-    return f"raised the open-file limit from {soft} to {needed} for the highest level's streams"
+    return files_for(max(config.load.concurrency))
 
 
 def _queue_warning(config: SweepConfig, variants: list[Variant]) -> str | None:

@@ -10,7 +10,8 @@ import pytest
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
-from specsweep.workloads.preflight import check_load, ensure_open_files
+from specsweep.loadgen.limits import ensure_open_files
+from specsweep.workloads.preflight import check_load
 from tests.conftest import sim_config_data
 
 
