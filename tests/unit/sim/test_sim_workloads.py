@@ -27,6 +27,7 @@ from specsweep.sim.perf_model import (
 )
 from specsweep.sim.profiles import ProfileError, get_profile, load_file
 from specsweep.sim.server_args import parse_args, resolve_server_args, spec_config_from_args
+from tests.unit.sim.test_sim_engine import _drive
 
 DEFAULT = get_profile("default")
 LLAMA = get_profile("llama-3.1-8b-eagle3-h200")
@@ -179,19 +180,7 @@ def test_profiles_may_override_scales_and_state_their_context(tmp_path: Path):
 
 # --- the engine -------------------------------------------------------------------------
 def drive(engine: Engine, reqs: list[SimRequest], watch=None) -> None:
-    async def main() -> None:
-        engine.start()
-        for r in reqs:
-            engine.submit(r)
-        try:
-            while not all(r.finished or r.aborted for r in reqs):
-                if watch is not None:
-                    watch()
-                await asyncio.sleep(0)
-        finally:
-            await engine.stop()
-
-    asyncio.run(main())
+    asyncio.run(_drive(engine, reqs, watch))
 
 
 def test_the_engine_times_each_step_at_the_batchs_real_context():
