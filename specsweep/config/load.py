@@ -10,6 +10,9 @@ from pydantic import Field, field_validator, model_validator
 
 from specsweep.config.common import PositiveInt, _Model
 
+# Distinct prompt seeds per shape (a prime, far from the level offsets of the seed).
+_SHAPE_SEED_STRIDE = 7919
+
 PromptSource = Literal["auto", "random", "builtin"]
 DatasetFormat = Literal["auto", "jsonl", "sharegpt", "replay"]
 
@@ -200,9 +203,21 @@ class LoadSpec(_Model):
         return [Shape(input_len=self.input_len, output_len=self.output_len)]
 
     def for_shape(self, shape: Shape) -> LoadSpec:
-        """The load of one shape: what a level (a cell) is measured with."""
+        """The load of one shape: what a level (a cell) is measured with.
+
+        Every shape after the first gets its own prompt seed: with the same seed a longer
+        shape's prompts would start with a shorter one's (the same random ids, the same
+        filler), and the server's prefix cache would serve that start from the earlier
+        shape's levels. The first shape keeps `seed`, so a single-shape load is unchanged."""
+        labels = [s.label for s in self.shape_list()]
+        index = labels.index(shape.label) if shape.label in labels else 0
         return self.model_copy(
-            update={"input_len": shape.input_len, "output_len": shape.output_len, "shapes": []}
+            update={
+                "input_len": shape.input_len,
+                "output_len": shape.output_len,
+                "shapes": [],
+                "seed": self.seed + _SHAPE_SEED_STRIDE * index,
+            }
         )
 
     @property

@@ -80,3 +80,10 @@ def test_context_length_is_on_the_command_line_and_owned(tmp_path):
     assert argv[argv.index("--context-length") + 1] == "32768"
     with pytest.raises(ConfigError, match="--context-length"):
         parse_config(sim_config_data(tmp_path, 1, server={"extra_args": ["--context-length", "8"]}))
+
+
+def test_each_shape_after_the_first_sends_prompts_of_its_own():
+    load = LoadSpec(input_len=[512, 4096], seed=3)
+    first, second = (load.for_shape(s) for s in load.shapes)
+    assert first.seed == 3  # a single-shape load's prompts are unchanged
+    assert second.seed != 3  # else its prompts would start with the first shape's
