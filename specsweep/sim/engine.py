@@ -247,13 +247,25 @@ class Engine:
             self.waiting = deque(r for r in self.waiting if not r.aborted)
 
     def _admit(self) -> list[SimRequest]:
+        """New requests for a prefill step: up to max_running_requests, the chunked-prefill
+        budget, and the KV pool. As sglang's PrefillAdder, a request is admitted only when
+        the pool holds its prompt and its whole output beside what the running requests
+        hold and still need (with ignore_eos they need all of it); a request that fits
+        nothing beside it still runs alone. At long contexts the pool, not the cap, bounds
+        the batch: 128 streams of 32k tokens queue on a pool of 400k."""
         new: list[SimRequest] = []
         budget = self.chunked_prefill_size
+        pool = self.max_total_num_tokens
+        held = sum(r.context + r.max_new_tokens - len(r.output_ids) for r in self.running)
         while self.waiting and len(self.running) + len(new) < self.max_running_requests:
             req = self.waiting[0]
             if new and req.prompt_tokens > budget:
                 break
+            need = req.prompt_tokens + req.max_new_tokens
+            if (self.running or new) and held + need > pool:
+                break
             budget -= req.prompt_tokens
+            held += need
             new.append(self.waiting.popleft())
         return new
 

@@ -199,6 +199,22 @@ def test_the_engine_times_each_step_at_the_batchs_real_context():
     assert engine.last_step_ms == pytest.approx(baseline_step_ms(LLAMA, 1, True, 30_000 + 59))
 
 
+def test_the_kv_pool_bounds_the_batch_at_long_contexts():
+    # 8 streams of 30k prompts + 100 outputs on a 100k-token pool: 3 fit, the rest queue
+    engine = Engine(LLAMA, None, max_running_requests=8, time_scale=0.0001,
+                    max_total_num_tokens=100_000)  # fmt: skip
+    reqs = [SimRequest(prompt_tokens=30_000, max_new_tokens=100) for _ in range(8)]
+    seen: list[int] = []
+    drive(engine, reqs, lambda: seen.append(len(engine.running)))
+    assert max(seen) == 3 and engine.token_usage() <= 1.0
+    assert all(r.finished for r in reqs)
+    alone = Engine(LLAMA, None, max_running_requests=8, time_scale=0.0001,
+                   max_total_num_tokens=1_000)  # fmt: skip
+    big = [SimRequest(prompt_tokens=5_000, max_new_tokens=10)]
+    drive(alone, big)  # larger than the pool with nothing beside it: runs alone
+    assert big[0].finished
+
+
 def test_the_engine_samples_each_requests_category():
     engine = Engine(LLAMA, TREE, max_running_requests=8, time_scale=0.0001, seed=2)
     code = [SimRequest(prompt_tokens=64, max_new_tokens=600, category="code") for _ in range(3)]
