@@ -42,6 +42,8 @@ def export_policy(config: SweepConfig, variants: list[Variant], run_id: str) -> 
     spec = config.verify_policy
     assert spec is not None
     levels = ResultsStore(config.results_dir).read_levels(run_id)
+    if config.load.multi_shape:  # sglang's tiers key on batch size: built at the first shape
+        levels = levels[levels["shape"] == config.load.shape.label]
     try:
         export = export_adaptive(levels, variants=spec.chains or None, tie_margin=spec.tie_margin)
         extra = verification_variants(variants, export, spec.default_tiers)

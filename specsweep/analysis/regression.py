@@ -359,7 +359,8 @@ def with_policy_share(levels: pd.DataFrame) -> pd.DataFrame:
     export is the series `exported-tiers`, whatever its tiers tonight; a hand-written tier
     config keeps its variant name."""
     extra = []
-    for _, rows in levels.groupby("run_id", sort=False):
+    keys = ["run_id", "shape"] if "shape" in levels.columns else ["run_id"]
+    for _, rows in levels.groupby(keys, sort=False, dropna=False):  # a shape's own export
         checks = verify_adaptive(rows)
         if not checks:
             continue
