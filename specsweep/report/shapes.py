@@ -102,12 +102,20 @@ class Surface:
         return pm(value, lo, hi, ".2f", "x")
 
     def cell_text(self, shape: str, c: int, sep: str = " ") -> str:
-        """``≈ s2-k1-d3 1.45x ±2.1%`` (``—`` where the cell was not measured)."""
+        """``≈ s2-k1-d3 1.45x ±2.1%`` (``—`` where the cell was not measured); where the
+        choice is a simpler variant tied with the best, the speedup is the best's and says
+        so: ``≈ baseline (best s3-k1-d4 1.21x ±19.0%)``."""
         name = self.choice(shape, c)
         if name is None:
             return "—"
         mark = f"{TIE} " if self.tie(shape, c) else ""
-        return f"{mark}{self.names.get(name, name)}{sep}{self.speedup_text(shape, c)}"
+        speedup = self.speedup_text(shape, c)
+        rec = self.cells.get((shape, c)) or {}
+        best = rec.get("best_variant")
+        if isinstance(best, str) and best != name:
+            short = self.names.get(best, best)
+            speedup = f"best {short}{sep}{speedup}" if sep == "\n" else f"(best {short} {speedup})"
+        return f"{mark}{self.names.get(name, name)}{sep}{speedup}"
 
 
 def surface_grid(surface: pd.DataFrame, shapes: list[str], baseline: str | None = None) -> Surface:

@@ -30,8 +30,8 @@ def surface_figure(answer: Answer) -> Figure:
     known = values[~np.isnan(values)]
     spread = max(0.1, float(np.max(np.abs(known - 1.0)))) if known.size else 0.1
     norm = TwoSlopeNorm(vcenter=1.0, vmin=1.0 - spread, vmax=1.0 + spread)
-    width = min(13.0, max(7.0, 1.6 + 1.25 * len(levels)))
-    height = 2.1 + 0.62 * len(shapes)
+    width = min(13.0, max(9.0, 1.6 + 1.25 * len(levels)))  # 9: the subtitle fits
+    height = 2.3 + 0.8 * len(shapes)  # a cell holds up to three lines
     fig = new_figure(
         answer,
         "Best variant and its speedup, per load shape and concurrency",
@@ -47,7 +47,7 @@ def surface_figure(answer: Answer) -> Figure:
             text = grid.cell_text(shape, c, sep="\n")
             dark = not math.isnan(value) and abs(norm(value) - 0.5) > 0.33
             ax.text(
-                j, i, text, ha="center", va="center", fontsize=7.5,
+                j, i, text, ha="center", va="center", fontsize=7, linespacing=1.15,
                 color="white" if dark else "#222222",
                 fontweight="bold" if not math.isnan(value) and value > 1.0 else "normal",
             )  # fmt: skip
@@ -73,7 +73,7 @@ def surface_figure(answer: Answer) -> Figure:
     bar.set_label("best / baseline throughput", fontsize=9)
     bar.ax.tick_params(labelsize=8)
     bar.ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}x")
-    note = "≈ dashed: near-tie, the simplest shown"
+    note = "≈ dashed: near-tie, the simplest shown (with the best's speedup)"
     if grid.prefix:
         note += f"; names without {grid.prefix!r}"
     if np.isnan(values).any():
