@@ -247,8 +247,10 @@ def speedup_figure(answer: Answer) -> Figure:
     _, r_lo, r_hi = ratio_intervals(answer.levels)  # bands where the levels have intervals
     lows = np.concatenate([ratios.to_numpy().ravel(), r_lo.to_numpy(dtype=float).ravel()])
     highs = np.concatenate([ratios.to_numpy().ravel(), r_hi.to_numpy(dtype=float).ravel()])
+    highs = highs[np.isfinite(highs)]  # an unbounded interval runs to the top edge
     lo = min(0.9, float(np.nanmin(lows)) - 0.05) if ratios.size else 0.5
-    hi = max(1.1, float(np.nanmax(highs)) + 0.05) if ratios.size else 1.5
+    hi = max(1.1, float(np.nanmax(highs)) + 0.05) if highs.size else 1.5
+    r_hi = r_hi.clip(upper=hi)
     ax.axhspan(1.0, hi, color=PAYS_COLOR, zorder=0)
     ax.axhspan(lo, 1.0, color=LOSES_COLOR, zorder=0)
     ax.axhline(1.0, color=BASELINE_COLOR, linewidth=2.2, label=f"{base} = 1.0")

@@ -226,6 +226,7 @@ def test_generated_run_ids_are_accepted():
 # parser is a copy of sglang's): exact spellings, aliases and unambiguous abbreviations.
 _OWNED_DESTS = {
     "model_path", "host", "port", "tp_size", "max_running_requests", "served_model_name",
+    "context_length",
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
     "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
     "speculative_adaptive_config",
