@@ -43,7 +43,7 @@ def begin_run(
     start time) and warn about plain secrets: before any launch."""
     logger = get_run_logger()
     check_results_dir(config, len(variants))  # before any launch: full disk, read-only dir
-    for note in check_load(config, variants, raise_limits=True):
+    for note in check_load(config, variants):
         logger.warning("%s", note)
     run_id = run_id or new_run_id()
     ctx = RunContext(run_id, kind.replace("-", "_"), config.name, target)

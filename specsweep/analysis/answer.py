@@ -28,6 +28,7 @@ from specsweep.analysis.shapes import (
     SURFACE_COLUMNS,
     category_table,
     shape_order,
+    shape_rows,
     surface_table,
 )
 from specsweep.errors import PolicyExportRefused
@@ -439,7 +440,7 @@ def analyze(
         s: replace(
             _analyze_shape(
                 levels[levels["shape"] == s], run_id, run, mix, slo,
-                _shape_rows(predictions, s, first=s == shapes[0]),
+                shape_rows(predictions, s, first=s == shapes[0]),
             ),
             shape=s,
             categories=cats[cats["shape"] == s] if not cats.empty else cats,
@@ -449,17 +450,6 @@ def analyze(
     surface = surface_table({s: a.best for s, a in per.items()})
     first = per[shapes[0]]
     return replace(first, by_shape=per, surface=surface, categories=cats)
-
-
-def _shape_rows(frame: pd.DataFrame | None, shape: str, first: bool) -> pd.DataFrame | None:
-    """A shape's rows of a table with a `shape` column (null: written before shapes, which
-    belongs to the first shape)."""
-    if frame is None or frame.empty or "shape" not in frame.columns:
-        return frame if first else None
-    mine = frame["shape"] == shape
-    if first:
-        mine |= frame["shape"].isna()
-    return frame[mine]
 
 
 def _analyze_shape(

@@ -101,3 +101,14 @@ def category_table(requests: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out, columns=CATEGORY_COLUMNS)
+
+
+def shape_rows(frame: pd.DataFrame | None, shape: str, first: bool) -> pd.DataFrame | None:
+    """A shape's rows of a table with a `shape` column (null: written before shapes, which
+    belongs to the first shape)."""
+    if frame is None or frame.empty or "shape" not in frame.columns:
+        return frame if first else None
+    mine = frame["shape"] == shape
+    if first:
+        mine |= frame["shape"].isna()
+    return frame[mine]

@@ -12,12 +12,14 @@ A search's skipped levels are listed apart from the failed ones, and its predict
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from specsweep.analysis.answer import SearchView, failed_rows, search_view, skipped_rows
 from specsweep.analysis.levels import answer_rows, best_per_level, interval_tables, metric_table
 from specsweep.analysis.pivot import Pivot, pivot_points
+from specsweep.analysis.shapes import shape_order, shape_rows
 
 BEST_COLUMNS = [
     "concurrency",
@@ -90,3 +92,24 @@ def summarize(
         skipped,
         view if view.present else None,
     )
+
+
+def summaries_by_shape(
+    summary: Summary, run: dict[str, Any] | None = None
+) -> dict[str | None, Summary]:
+    """A run summary split by load shape (one entry, keyed by its shape or None, when the
+    rows hold one): each shape's throughput, best and pivots on its own cells, as
+    `analyze` answers each shape. `run`: the runs row, whose config orders the shapes."""
+    levels = summary.levels
+    shapes = shape_order(levels, run) if not levels.empty else []
+    if len(shapes) <= 1:
+        return {shapes[0] if shapes else None: summary}
+    search = summary.search
+    preds = search.predictions if search is not None else None
+    stop = search.stop if search is not None else None
+    return {
+        shape: summarize(
+            levels[levels["shape"] == shape], shape_rows(preds, shape, first=i == 0), stop
+        )
+        for i, shape in enumerate(shapes)
+    }

@@ -65,7 +65,7 @@ def load_sweep(
     """The config with every rule of its sweep checked, before anything starts."""
     try:
         config = load_config(path, overrides or [])
-        check_load(config, sweep_variants(config, kind), raise_limits=False)
+        check_load(config, sweep_variants(config, kind))
     except ConfigError as exc:
         raise fail(exc) from None
     return config
@@ -228,8 +228,9 @@ def surface_table(grid: Surface) -> Table:
 def show_run(store: ResultsStore, run_id: str) -> None:
     """The run's summary from its Parquet files, with its search (if any) said apart; a
     run of several load shapes: each shape's on its own, then the surface over them."""
+    from specsweep.analysis.summary import summaries_by_shape
     from specsweep.report.evidence import load_text
-    from specsweep.report.shapes import summaries_by_shape, summary_surface, surface_note
+    from specsweep.report.shapes import summary_surface, surface_note
 
     levels = store.read_levels(run_id)
     run = store.read_run(run_id)

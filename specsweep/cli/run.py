@@ -93,7 +93,7 @@ def plan(
         f" x {len(shapes)} shapes" if len(shapes) > 1 else ""
     )
     console.print(f"{len(variants)} variants x {cells}")
-    for note in check_load(cfg, variants, raise_limits=False):
+    for note in check_load(cfg, variants):
         console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if cfg.search.adaptive:
         console.print(search_plan_text(cfg.search, variants))

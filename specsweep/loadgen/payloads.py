@@ -41,6 +41,7 @@ from specsweep.loadgen.prompts import (
     random_words,
 )
 from specsweep.workloads import PromptRecord, estimate_tokens, fit_prompt, resolve_workload
+from specsweep.workloads.categories import RANDOM
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ ENDPOINT_PATHS = {
     "chat": "/v1/chat/completions",
 }
 FALLBACK_MODEL = "default"
-RANDOM_CATEGORY = "random"
 
 
 class RequestFactory:
@@ -109,7 +109,7 @@ class RequestFactory:
             prompts = make_input_ids(n, input_len, seed)
         else:
             prompts = make_text_prompts(n, input_len, seed)
-        return [self.prepare(p, None, RANDOM_CATEGORY, input_len) for p in prompts]
+        return [self.prepare(p, None, RANDOM, input_len) for p in prompts]
 
     def _build(self, records: list[PromptRecord], seed: int) -> list[PreparedRequest]:
         rng = random.Random(seed)  # the filler of fitted prompts, a replay's random prompts
@@ -126,7 +126,7 @@ class RequestFactory:
                 prompt = random_ids(rng, record.input_len)
             else:
                 prompt = random_words(rng, record.input_len)
-            category = record.category or (None if record.text else RANDOM_CATEGORY)
+            category = record.category or (None if record.text else RANDOM)
             return self.prepare(prompt, record.output_len, category, record.input_len)
         assert record.text is not None and self.workload is not None
         if load.prompt_length == "fit":

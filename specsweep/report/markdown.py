@@ -7,7 +7,7 @@ variant to run, and each pivot's range or the bracket it is inconclusive in.
 
 from __future__ import annotations
 
-from specsweep.analysis.summary import Summary
+from specsweep.analysis.summary import Summary, summaries_by_shape
 from specsweep.report.evidence import (
     BEST_HEADER,
     INTERVALS_NOTE,
@@ -22,7 +22,7 @@ from specsweep.report.evidence import (
     throughput_rows,
 )
 from specsweep.report.search import search_lines
-from specsweep.report.shapes import summaries_by_shape, summary_surface, surface_cells, surface_note
+from specsweep.report.shapes import summary_surface, surface_cells, surface_note
 
 
 def _row(cells: list[str]) -> str:

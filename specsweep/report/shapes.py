@@ -18,8 +18,8 @@ import pandas as pd
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name
-from specsweep.analysis.shapes import shape_order, surface_table
-from specsweep.analysis.summary import Summary, summarize
+from specsweep.analysis.shapes import surface_table
+from specsweep.analysis.summary import Summary
 from specsweep.report.evidence import TIE, is_tie, load_text, pivot_line, pm
 from specsweep.report.tables import (
     Table,
@@ -224,31 +224,6 @@ def shape_sections(answer: Answer) -> list[ShapeSection]:
                 refused,
             )
         )
-    return out
-
-
-def summaries_by_shape(
-    summary: Summary, run: dict[str, Any] | None = None
-) -> dict[str | None, Summary]:
-    """A run summary split by load shape (one entry, keyed by its shape or None, when the
-    rows hold one): each shape's throughput, best and pivots on its own cells. `run`: the
-    runs row, whose config orders the shapes (else by input, then output length)."""
-    levels = summary.levels
-    shapes = shape_order(levels, run) if not levels.empty else []
-    if len(shapes) <= 1:
-        return {shapes[0] if shapes else None: summary}
-    search = summary.search
-    preds = search.predictions if search is not None else None
-    stop = search.stop if search is not None else None
-    out: dict[str | None, Summary] = {}
-    for i, shape in enumerate(shapes):
-        mine = preds
-        if preds is not None and not preds.empty and "shape" in preds.columns:
-            keep = preds["shape"] == shape
-            mine = preds[keep | preds["shape"].isna()] if i == 0 else preds[keep]
-        elif i:
-            mine = None
-        out[shape] = summarize(levels[levels["shape"] == shape], mine, stop)
     return out
 
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from specsweep.config.load import shape_label
 from specsweep.results.location import ResultsRoot
 from specsweep.results.schema import (
     LEVELS_SCHEMA,
@@ -79,10 +80,9 @@ def fill_shape(levels: pd.DataFrame) -> pd.DataFrame:
     if levels.empty or not levels["shape"].isna().any():
         return levels
     missing = levels["shape"].isna()
-    ins = levels["input_len"].astype("Int64").astype(str)
-    outs = levels["output_len"].astype("Int64").astype(str)
+    old = levels.loc[missing, ["input_len", "output_len"]]
     levels = levels.copy()
-    levels.loc[missing, "shape"] = ("in" + ins + "-out" + outs)[missing]
+    levels.loc[missing, "shape"] = [shape_label(i, o) for i, o in old.itertuples(index=False)]
     return levels
 
 

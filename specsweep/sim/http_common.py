@@ -17,11 +17,10 @@ from aiohttp import web
 
 from specsweep.sim.engine import Engine, SimRequest
 from specsweep.sim.faults import Faults
-from specsweep.workloads.categories import category_of
+from specsweep.workloads.categories import RANDOM, category_of  # RANDOM: token ids
 from specsweep.workloads.tokens import estimate_tokens
 
 DEFAULT_CONTEXT_LENGTH = 131072  # PerfProfile.context_length's default
-RANDOM = "random"  # the category of a prompt given as token ids
 
 
 class ServerState:

@@ -14,6 +14,8 @@ from specsweep.workloads.bundled import load_builtin
 from specsweep.workloads.vocab import RANDOM_WORD_SET
 
 CATEGORIES = ("chat", "code", "reasoning", "summarisation")
+RANDOM = "random"  # random token ids or random words: what acceptance is calibrated on
+TEXT = "text"  # natural text of no known category
 SUFFIX_CHARS = 64  # the bundled prompts are indexed by this many of their last characters
 _RANDOM_TAIL_CHARS = 256  # random words are checked over this much of the end
 
@@ -41,7 +43,7 @@ def category_of(text: str) -> str:
         category = by_suffix.get(tail[-n:])
         if category is not None and (len(tail) == n or tail[-n - 1].isspace()):
             return category
-    return "random" if _random_words(text) else "text"
+    return RANDOM if _random_words(text) else TEXT
 
 
 def _random_words(text: str) -> bool:

@@ -85,18 +85,17 @@ def drives_load_here(config: SweepConfig) -> bool:
     return t.kind != "ssh" or getattr(t, "drive_from", "target") == "orchestrator"
 
 
-def check_load(config: SweepConfig, variants: list[Variant], *, raise_limits: bool) -> list[str]:
+def check_load(config: SweepConfig, variants: list[Variant]) -> list[str]:
     """Refuse what cannot run (ConfigError); return what the user must hear before launch.
 
-    Where this process runs the load generator, its open-file limit is checked, and raised
-    with `raise_limits` (a run; a plan only says so). An SSH target's own load generator
-    raises its own."""
+    Where this process runs the load generator, its open-file limit is checked (the load
+    generator raises it when a level starts, here or on an SSH target)."""
     check_shapes(config)
     try:
         check_workload(config.load, known_context_length(config))
     except DatasetError as exc:
         raise ConfigError(f"load.dataset: {exc}") from None
-    notes = [w for w in (_queue_warning(config, variants), _random_ids_warning(config, variants))]
+    notes = [_queue_warning(config, variants), _random_ids_warning(config, variants)]
     if drives_load_here(config):
-        notes.append(ensure_open_files(files_needed(config), apply=raise_limits))
+        notes.append(ensure_open_files(files_needed(config), apply=False))
     return [n for n in notes if n]

@@ -17,7 +17,7 @@ from tests.conftest import sim_config_data
 
 def _check(tmp_path, server=None, **load):
     config = parse_config(sim_config_data(tmp_path, 1, server=server or {}, load=load))
-    return check_load(config, sweep_variants(config), raise_limits=False)
+    return check_load(config, sweep_variants(config))
 
 
 def test_a_shape_longer_than_the_context_is_refused(tmp_path):
