@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -68,6 +68,28 @@ class FleetHost(BaseModel):
         return value
 
 
+BaselineMode = Literal["every_host", "per_gpu_kind", "once"]
+
+
+class Calibration(BaseModel):
+    """The short baseline level that checks a host against its GPU kind's reference."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    concurrency: PositiveInt | None = Field(
+        None,
+        description="The level measured (one of load.concurrency; the first shape); "
+        "default: the middle one of load.concurrency.",
+    )
+    tolerance: float = Field(
+        0.02,
+        gt=0,
+        lt=0.5,
+        description="A host whose baseline throughput there differs from the reference's by "
+        "more than this (or whose 95% interval excludes parity) measures its own baseline.",
+    )
+
+
 class Fleet(BaseModel):
     """The hosts, the work pool their workers poll, and how lost hosts are handled."""
 
@@ -91,6 +113,17 @@ class Fleet(BaseModel):
         "(its host is lost) and the variant re-runs elsewhere.",
     )
     poll_s: float = Field(1.0, gt=0, description="How often the sweep reads its runs' states.")
+    baseline: BaselineMode = Field(
+        "per_gpu_kind",
+        description="Where the baseline is measured, so speedups compare like with like: "
+        "per_gpu_kind (one full baseline per GPU kind; every other host of the kind is "
+        "checked with a calibration level and measures its own baseline when it differs), "
+        "every_host (a full baseline on every host), once (one baseline anywhere: speedups "
+        "may compare hosts).",
+    )
+    calibration: Calibration = Field(
+        default_factory=Calibration, description="The per_gpu_kind check of each host."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Fleet:
@@ -112,6 +145,21 @@ class Fleet(BaseModel):
             f"host {name!r} is not in fleet {self.name!r} (hosts: "
             f"{', '.join(h.name for h in self.hosts)})"
         )
+
+
+def calibration_level(fleet: Fleet, config: SweepConfig) -> int:
+    """The concurrency of the calibration level: one the sweep measures anyway, so the
+    reference's full baseline holds it too."""
+    levels = sorted(config.load.concurrency)
+    wanted = fleet.calibration.concurrency
+    if wanted is None:
+        return levels[len(levels) // 2]
+    if wanted not in levels:
+        raise ConfigError(
+            f"fleet.calibration.concurrency {wanted} is not one of load.concurrency "
+            f"({', '.join(map(str, levels))}): the reference's baseline must measure it too"
+        )
+    return wanted
 
 
 def check_sweep_pool(fleet: Fleet, sweep_pool: str) -> None:

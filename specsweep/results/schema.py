@@ -16,7 +16,9 @@ import pyarrow as pa
 #    (shape, concurrency)), workload (random-ids, random-words, builtin, jsonl:<file>, ...) and
 #    endpoint; requests gained shape and category; predictions gained shape. Older files read
 #    them null; a null shape is the level's own in<input_len>-out<output_len>.
-SCHEMA_VERSION = 5
+# 6: the hosts table is new (a fleet run's baseline plan: which host's baseline each host's
+#    variants are compared with, and each host's calibration against its GPU kind).
+SCHEMA_VERSION = 6
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -203,4 +205,36 @@ PREDICTIONS_SCHEMA = pa.schema(
         pa.field("made_at", _UTC),
     ],
     metadata={"specsweep.table": "predictions", "specsweep.schema_version": str(SCHEMA_VERSION)},
+)
+
+# A fleet run's baseline plan, one row per host (fleet.baseline): which host's baseline its
+# variants are compared with, and the calibration that decided it. Written by the fleet
+# sweep as it decides; the answer compares within a host or a GPU kind, never across.
+# role: reference (measures its GPU kind's full baseline), calibrated (its calibration level
+# matched the reference: its variants use the reference's baseline), own_baseline (it
+# measures its own: every_host, a failed calibration, or an unknown GPU kind).
+HOSTS_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int16(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("target", pa.string(), nullable=False),  # the host
+        pa.field("position", pa.int16(), nullable=False),  # its place in fleet.hosts
+        pa.field("mode", pa.string(), nullable=False),  # fleet.baseline
+        pa.field("gpu_name", pa.string()),
+        pa.field("gpu_count", pa.int16()),
+        pa.field("driver_version", pa.string()),
+        pa.field("gpu_kind", pa.string()),  # e.g. "1x NVIDIA H200"; null: not known yet
+        pa.field("role", pa.string(), nullable=False),
+        pa.field("baseline_target", pa.string()),  # whose baseline its variants use
+        pa.field("calibration_concurrency", pa.int32()),
+        pa.field("calibration_shape", pa.string()),
+        pa.field("calibration_ratio", pa.float64()),  # its baseline / the reference's there
+        pa.field("calibration_lo", pa.float64()),  # 95% interval of that ratio
+        pa.field("calibration_hi", pa.float64()),
+        pa.field("tolerance", pa.float64()),
+        pa.field("passed", pa.bool_()),
+        pa.field("note", pa.string()),
+        pa.field("decided_at", _UTC),
+    ],
+    metadata={"specsweep.table": "hosts", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )

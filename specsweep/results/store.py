@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from specsweep.config.load import shape_label
 from specsweep.results.location import ResultsRoot
 from specsweep.results.schema import (
+    HOSTS_SCHEMA,
     LEVELS_SCHEMA,
     PREDICTIONS_SCHEMA,
     REQUESTS_SCHEMA,
@@ -274,6 +275,16 @@ class ResultsStore:
 
     def read_predictions(self, run_id: str) -> pd.DataFrame:
         return _read(self.location, f"predictions/{run_id}", PREDICTIONS_SCHEMA)
+
+    # --- a fleet run's baseline plan (one row per host) -----------------------------
+    def write_host_plan(self, row: dict[str, Any]) -> Path | str:
+        """A host's role in the run's baselines; rewritten when the sweep re-decides it."""
+        rel = f"hosts/{row['run_id']}/{target_slug(row['target'])}.parquet"
+        return self.location.write(rel, _parquet_bytes(_conform([row], HOSTS_SCHEMA)))
+
+    def read_host_plans(self, run_id: str) -> pd.DataFrame:
+        """The run's host plans (empty for a single-target run or fleet.baseline once)."""
+        return _read(self.location, f"hosts/{run_id}", HOSTS_SCHEMA)
 
     def run_ids(self) -> list[str]:
         return sorted(self.location.folders("levels"))
