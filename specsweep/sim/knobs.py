@@ -12,6 +12,12 @@ Time and profile
     Multiplies every simulated GPU duration (prefill, decode steps, speculative cycles)
     and the profile's startup and /health times. 0.2 runs five times faster;
     throughputs then read 1/0.2 = 5x higher (multiply by the scale to convert back).
+``SPECSWEEP_SIM_GPU_SPEED`` (float > 0, default 1.0)
+    How fast this host's GPU runs relative to the profile's: every prefill and decode
+    step takes 1/speed as long (startup times are unchanged). 0.9 is a host 10% slower
+    than its identical-looking peers (clocks, PCIe, NUMA): how a fleet's calibration is
+    tested. Unlike the time scale it is a property of the host, not of the config: set it
+    in the environment of the host's worker.
 ``SPECSWEEP_SIM_LOAD_SECONDS`` / ``SPECSWEEP_SIM_WARMUP_SECONDS`` (float)
     Wall-clock time from start to the port being bound (weights, KV cache, CUDA
     graphs), and of the internal warmup after it (/health answers 503). When set, taken
@@ -85,6 +91,7 @@ ERROR_STATUSES = (500, 503)
 
 ENV_PROFILE = "SPECSWEEP_SIM_PROFILE"
 ENV_TIME_SCALE = "SPECSWEEP_SIM_TIME_SCALE"
+ENV_GPU_SPEED = "SPECSWEEP_SIM_GPU_SPEED"
 ENV_LOAD_SECONDS = "SPECSWEEP_SIM_LOAD_SECONDS"
 ENV_WARMUP_SECONDS = "SPECSWEEP_SIM_WARMUP_SECONDS"
 ENV_HEALTH_SECONDS = "SPECSWEEP_SIM_HEALTH_SECONDS"
@@ -118,6 +125,7 @@ class SimKnobs:
     """Simulator settings that are not sglang flags (see the module docstring)."""
 
     time_scale: float = 1.0
+    gpu_speed: float = 1.0
     load_seconds: float | None = None
     warmup_seconds: float | None = None
     health_seconds: float | None = None
@@ -161,8 +169,12 @@ class SimKnobs:
         scale = _float(env, ENV_TIME_SCALE)
         if scale == 0:
             raise ValueError(f"{ENV_TIME_SCALE} must be > 0, got 0")
+        speed = _float(env, ENV_GPU_SPEED)
+        if speed is not None and speed <= 0:
+            raise ValueError(f"{ENV_GPU_SPEED} must be > 0, got {speed}")
         knobs = cls(
             time_scale=_or(scale, 1.0),
+            gpu_speed=_or(speed, 1.0),
             load_seconds=_float(env, ENV_LOAD_SECONDS),
             warmup_seconds=_float(env, ENV_WARMUP_SECONDS),
             health_seconds=_float(env, ENV_HEALTH_SECONDS),

@@ -82,7 +82,7 @@ class SimServer:
             self.spec,
             max_running_requests=args["max_running_requests"]
             or profile.default_max_running_requests,
-            time_scale=knobs.time_scale,
+            time_scale=knobs.time_scale / knobs.gpu_speed,  # a slower host: longer steps
             seed=seed,
             overlap=not args["disable_overlap_schedule"],
             chunked_prefill_size=int(args["chunked_prefill_size"]),
@@ -94,7 +94,11 @@ class SimServer:
         faults = Faults(knobs, seed, self._crash_soon)
         version = server_info_version(knobs.sglang_version)
         self.state = ServerState(args, self.engine, version, health_s, faults)
-        self.state.extra_info = {"sim_profile": profile.name, "sim_time_scale": knobs.time_scale}
+        self.state.extra_info = {
+            "sim_profile": profile.name,
+            "sim_time_scale": knobs.time_scale,
+            "sim_gpu_speed": knobs.gpu_speed,
+        }
         self.inv = Inventory(state_dir({ENV_GPU_STATE: knobs.gpu_state or ""}))
         self.tree = ProcessTree(args, knobs, profile, self.inv)
         self.tp = log_prefix(args)
