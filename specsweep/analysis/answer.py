@@ -11,6 +11,7 @@ import pandas as pd
 
 from specsweep.analysis.adaptive_export import TierExport, export_adaptive
 from specsweep.analysis.adaptive_verify import Verification, parse_shares, verify_adaptive
+from specsweep.analysis.baselines import kind_frames
 from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
 from specsweep.analysis.levels import (
     adaptive_mask,
@@ -32,7 +33,7 @@ from specsweep.analysis.shapes import (
     surface_table,
 )
 from specsweep.errors import PolicyExportRefused
-from specsweep.results.schema import PREDICTIONS_SCHEMA
+from specsweep.results.schema import HOSTS_SCHEMA, PREDICTIONS_SCHEMA
 from specsweep.results.store import ResultsStore
 
 # Per-variant columns of the run's environment, in the order the report lists them.
@@ -308,6 +309,12 @@ class Answer:
     surface: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SURFACE_COLUMNS))
     # per shape, variant and prompt category (requests that carry one): see shapes.py
     categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CATEGORY_COLUMNS))
+    # A fleet run's baseline plan (HOSTS_SCHEMA rows; empty for one target or
+    # fleet.baseline once): the answer is per GPU kind, this one for `gpu_kind` (the
+    # first host's), every kind's in `by_gpu_kind` (see baselines.py).
+    host_plans: pd.DataFrame = field(default_factory=lambda: HOSTS_SCHEMA.empty_table().to_pandas())
+    gpu_kind: str | None = None
+    by_gpu_kind: dict[str, Answer] = field(default_factory=dict)
 
     @property
     def shapes(self) -> list[str]:
@@ -366,8 +373,9 @@ class Answer:
 
     @property
     def gpu_kind_warning(self) -> str | None:
-        """Set when the variants' curves come from GPUs of different kinds (see hosts.py)."""
-        return gpu_kind_warning(self.levels)
+        """Set when the variants' curves come from GPUs of different kinds (see hosts.py);
+        never with a baseline plan, whose answers are per kind."""
+        return None if self.gpu_kind is not None else gpu_kind_warning(self.levels)
 
     @property
     def failed_levels(self) -> pd.DataFrame:
@@ -425,22 +433,59 @@ def analyze(
     slo: LatencySLO | None = None,
     predictions: pd.DataFrame | None = None,
     categories: pd.DataFrame | None = None,
+    host_plans: pd.DataFrame | None = None,
 ) -> Answer:
     """The whole answer for one run's level rows (as stored: every target); `predictions`:
     the run's search predictions, shown apart (the answer is built from measured rows).
 
     Several load shapes: each shape is answered on its own cells, and the answer returned
-    is the first shape's, carrying every shape's (`by_shape`) and the surface."""
+    is the first shape's, carrying every shape's (`by_shape`) and the surface.
+
+    A fleet's baseline plan (`host_plans`, the hosts table): each GPU kind is answered on
+    its own rows, every speedup within a host or between calibrated hosts (baselines.py);
+    the answer returned is the first kind's, carrying every kind's (`by_gpu_kind`)."""
+    frames = kind_frames(levels, host_plans)
+    if frames is None:
+        return _analyze_shapes(levels, None, run_id, run, mix, slo, predictions, categories)
+    per = {
+        kind: replace(
+            _analyze_shapes(
+                levels, chosen, run_id, run, mix, slo, predictions if i == 0 else None, categories
+            ),
+            gpu_kind=kind,
+            host_plans=host_plans,
+        )
+        for i, (kind, chosen) in enumerate(frames.items())
+    }
+    first = next(iter(per.values()))
+    return replace(first, by_gpu_kind=per)
+
+
+def _analyze_shapes(
+    levels: pd.DataFrame,
+    chosen: pd.DataFrame | None,
+    run_id: str,
+    run: dict[str, Any] | None,
+    mix: TrafficMix | None,
+    slo: LatencySLO | None,
+    predictions: pd.DataFrame | None,
+    categories: pd.DataFrame | None,
+) -> Answer:
+    """`chosen`: the rows the answer uses (a GPU kind's); None: answer_rows of `levels`."""
     shapes = shape_order(levels, run)
     cats = categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)
     if len(shapes) <= 1:
-        one = _analyze_shape(levels, run_id, run, mix, slo, predictions)
+        one = _analyze_shape(levels, run_id, run, mix, slo, predictions, chosen)
         return replace(one, shape=shapes[0] if shapes else None, categories=cats)
+
+    def of(frame: pd.DataFrame | None, shape: str) -> pd.DataFrame | None:
+        return None if frame is None else frame[frame["shape"] == shape]
+
     per = {
         s: replace(
             _analyze_shape(
-                levels[levels["shape"] == s], run_id, run, mix, slo,
-                shape_rows(predictions, s, first=s == shapes[0]),
+                of(levels, s), run_id, run, mix, slo,
+                shape_rows(predictions, s, first=s == shapes[0]), of(chosen, s),
             ),
             shape=s,
             categories=cats[cats["shape"] == s] if not cats.empty else cats,
@@ -459,9 +504,10 @@ def _analyze_shape(
     mix: TrafficMix | None,
     slo: LatencySLO | None,
     predictions: pd.DataFrame | None,
+    chosen: pd.DataFrame | None = None,
 ) -> Answer:
     mix = mix or TrafficMix()
-    stored, levels = levels, answer_rows(levels)
+    stored, levels = levels, answer_rows(levels) if chosen is None else chosen
     export, refused = None, None
     try:
         export = export_adaptive(levels)
@@ -504,5 +550,12 @@ def analyze_run(
     run = store.read_run(run_id)
     requests = store.read_requests(run_id, columns=CATEGORY_INPUTS)
     return analyze(
-        levels, run_id, run, mix, slo, store.read_predictions(run_id), category_table(requests)
+        levels,
+        run_id,
+        run,
+        mix,
+        slo,
+        store.read_predictions(run_id),
+        category_table(requests),
+        store.read_host_plans(run_id),
     )
