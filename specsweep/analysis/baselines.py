@@ -32,6 +32,7 @@ import pandas as pd
 from specsweep.analysis.levels import chosen_targets
 from specsweep.results.intervals import Interval, ratio
 from specsweep.results.schema import SCHEMA_VERSION
+from specsweep.results.store import fill_shape
 
 REFERENCE, CALIBRATED, OWN = "reference", "calibrated", "own_baseline"
 UNKNOWN_KIND = "unknown GPU"
@@ -199,6 +200,7 @@ def kind_frames(levels: pd.DataFrame, plans: pd.DataFrame | None) -> dict[str, p
     """
     if plans is None or plans.empty:
         return None
+    levels = fill_shape(levels if "shape" in levels.columns else levels.assign(shape=None))
     plans = plans.sort_values("position") if "position" in plans.columns else plans
     kinds = host_kinds(levels, plans)
     records = {r["target"]: r for r in plans.to_dict("records")}

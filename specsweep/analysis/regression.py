@@ -32,6 +32,7 @@ import pandas as pd
 
 from specsweep.analysis.adaptive_export import export_adaptive
 from specsweep.analysis.adaptive_verify import verify_adaptive
+from specsweep.analysis.baselines import gpu_kind, kind_frames
 from specsweep.analysis.compare import environment_changes, run_changes
 from specsweep.analysis.levels import answer_rows
 from specsweep.analysis.params import HIGHER_IS_BETTER, RegressionPolicy
@@ -43,6 +44,7 @@ SERIES_KEY = [
 ]  # fmt: skip
 # Rows from before workloads were recorded (schema < 5) sent specsweep's default then.
 LEGACY_WORKLOAD = "random-ids"
+FLEET_KIND = "fleet_sweep"  # levels.sweep_kind of a fleet run: its series are per GPU kind
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
 Z95 = 1.959964  # a normal distribution's 95% interval is its mean +- this many SDs
 
@@ -231,15 +233,17 @@ def judge_run(
     run_id: str,
     policy: RegressionPolicy | None = None,
     runs: dict[str, dict[str, Any]] | None = None,
+    host_plans: dict[str, pd.DataFrame] | None = None,
 ) -> RegressionReport:
     """Judge `run_id` against the runs before it in `levels` (all runs of a store).
 
     `runs` maps run id -> runs-table row, used for failed variants and for
     code/config changes; optional (a notebook on the levels alone works too).
+    `host_plans`: run id -> its hosts table, for fleet runs with a baseline plan.
     """
     policy = policy or RegressionPolicy()
     runs = runs or {}
-    levels = answer_rows(levels)  # per run and variant, one target's rows (a dead host's left out)
+    levels = series_rows(levels, host_plans or {})
     # another workload is another series: real prompts accept more than random ids
     workload = levels["workload"] if "workload" in levels.columns else None
     levels = levels.assign(
@@ -341,6 +345,29 @@ def judge_run(
     return RegressionReport(run_id, policy, verdicts, earlier[-policy.history_runs :], environment)
 
 
+def series_rows(levels: pd.DataFrame, host_plans: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per run, the rows its answer uses. A fleet run's series are per GPU kind, not per
+    host: a variant that lands on another host of the same kind tonight continues its
+    series (its `target` here is the kind), and with a baseline plan its throughput is on
+    the kind's reference's scale (baselines.kind_frames), as in the run's answer."""
+    if "sweep_kind" not in levels.columns or not (levels["sweep_kind"] == FLEET_KIND).any():
+        return answer_rows(levels)  # per run and variant, one target's (a dead host's left out)
+    parts = []
+    for run_id, rows in levels.groupby("run_id", sort=False):
+        if not (rows["sweep_kind"] == FLEET_KIND).any():
+            parts.append(answer_rows(rows))
+            continue
+        frames = kind_frames(rows, host_plans.get(str(run_id)))
+        chosen = list(frames.values()) if frames else [answer_rows(rows)]
+        kinds = [
+            r.assign(target=[gpu_kind(n, c) or t for n, c, t in
+                             zip(r["gpu_name"], r["gpu_count"], r["target"], strict=True)])
+            for r in chosen
+        ]  # fmt: skip
+        parts += kinds
+    return pd.concat(parts, ignore_index=True)
+
+
 def _relative_halves(past: pd.DataFrame, metric: str) -> np.ndarray:
     """Each history night's 95% half-width over its value (NaN where it has none)."""
     lo_col, hi_col = f"{metric}_lo", f"{metric}_hi"
@@ -427,7 +454,9 @@ def judge_stored_run(
     """judge_run on a results store: reads every run's levels and the runs table."""
     levels = store.read_levels()
     runs = {r: store.read_run(r) for r in {*levels["run_id"].unique(), run_id}}
-    return judge_run(levels, run_id, policy, {k: v for k, v in runs.items() if v})
+    fleet = levels.loc[levels["sweep_kind"] == FLEET_KIND, "run_id"].unique()
+    plans = {str(r): store.read_host_plans(str(r)) for r in fleet}
+    return judge_run(levels, run_id, policy, {k: v for k, v in runs.items() if v}, plans)
 
 
 def verdict_markdown(report: RegressionReport) -> str:
