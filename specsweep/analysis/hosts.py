@@ -67,8 +67,10 @@ class HostComparison:
     def slower(self) -> list[str]:
         return [str(t) for t in self.hosts.loc[self.hosts["slower"], "target"]]
 
-    def line(self) -> str:
-        """One paragraph for the answer: the targets, what each gave, and who is slower."""
+    def line(self, within: bool = False) -> str:
+        """One paragraph for the answer: the targets, what each gave, and who is slower.
+        `within`: a baseline plan divided each host's variants by a comparable baseline, so
+        a slower host does not make the speedups compare hosts."""
         parts = []
         for rec in self.hosts.to_dict("records"):
             used = f"{rec['in_answer']} in the answer" if rec["in_answer"] else "not in the answer"
@@ -88,7 +90,7 @@ class HostComparison:
         )
         sources = (self.hosts["in_answer"] != "").sum()
         slow_sources = [r["target"] for r in slow.to_dict("records") if r["in_answer"]]
-        if sources > 1 and slow_sources:
+        if sources > 1 and slow_sources and not within:
             text += (
                 f". The answer's variants come from {sources} targets, "
                 f"{', '.join(slow_sources)} among them: its speedups compare hosts too"

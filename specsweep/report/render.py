@@ -15,6 +15,7 @@ from pathlib import Path
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
+from specsweep.report.baselines import baseline_sentences
 from specsweep.report.plots import (
     APART,
     FIGURES,
@@ -122,8 +123,12 @@ def warnings(answer: Answer) -> list[str]:
 
 
 def hosts_line(answer: Answer) -> str | None:
-    """One sentence on the targets of a run measured on several; None for one target."""
-    return answer.hosts.line() if answer.hosts is not None else None
+    """On the targets of a run measured on several (None for one target): how they compare
+    and, for a fleet's baseline plan, whose baseline each host's variants were divided by."""
+    if answer.hosts is None:
+        return None
+    planned = baseline_sentences(answer)
+    return " ".join([answer.hosts.line(within=bool(planned)), *planned])
 
 
 def first_shape(answer: Answer) -> str:

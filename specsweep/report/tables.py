@@ -556,5 +556,12 @@ def left_out_table(answer: Answer) -> Table | None:
 
 def host_tables(answer: Answer) -> list[Table]:
     """The Hosts section's tables; empty for a run on a single target."""
-    tables = [hosts_table(answer), host_cells_table(answer), left_out_table(answer)]
+    from specsweep.report.baselines import calibration_table  # it builds on Table
+
+    tables = [
+        calibration_table(answer),
+        hosts_table(answer),
+        host_cells_table(answer),
+        left_out_table(answer),
+    ]
     return [t for t in tables if t is not None]
