@@ -98,7 +98,9 @@ def finish_run(
     )
     store.write_run(row)
     levels = store.read_levels(run_id)
-    summary = summarize(levels, store.read_predictions(run_id), search_stop)
+    summary = summarize(
+        levels, store.read_predictions(run_id), search_stop, store.read_host_plans(run_id)
+    )
     memory = gpu_memory_lines(store.read_phase_files(run_id))
     markdown = summary_markdown(run_id, summary, errors, memory)
     create_markdown_artifact(markdown, key=f"{kind}-summary", description=f"run {run_id}")

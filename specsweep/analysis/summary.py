@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from specsweep.analysis.answer import SearchView, failed_rows, search_view, skipped_rows
+from specsweep.analysis.baselines import kind_frames
 from specsweep.analysis.levels import answer_rows, best_per_level, interval_tables, metric_table
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.shapes import shape_order, shape_rows
@@ -59,16 +60,22 @@ def summarize(
     levels: pd.DataFrame,
     predictions: pd.DataFrame | None = None,
     search_stop: str | None = None,
+    host_plans: pd.DataFrame | None = None,
 ) -> Summary:
     """Only levels with status ok enter the comparison; failed ones are listed apart, and
     so are a search's skipped ones (not failures). `predictions`/`search_stop`: the run's
-    search, shown apart (store.read_predictions, the runs row)."""
+    search, shown apart (store.read_predictions, the runs row). `host_plans`: a fleet's
+    baseline plan; the summary is then its first GPU kind's, as the answer's."""
+    frames = kind_frames(levels, host_plans)
+    stored = levels
+    if frames:
+        levels = next(iter(frames.values()))
     rows = answer_rows(levels)
     failed, skipped = failed_rows(rows), skipped_rows(rows)
     throughput = metric_table(levels, "output_throughput")
     if throughput.empty:
         empty = pd.DataFrame()
-        view = search_view(rows, empty, predictions, search_stop, levels)
+        view = search_view(rows, empty, predictions, search_stop, stored)
         return Summary(
             empty,
             empty,
@@ -78,7 +85,7 @@ def summarize(
             search=view if view.present else None,
         )
     best = best_per_level(levels)
-    view = search_view(rows, best, predictions, search_stop, levels)
+    view = search_view(rows, best, predictions, search_stop, stored)
     best = best[[c for c in BEST_COLUMNS if c in best.columns]]
     lo, hi = interval_tables(levels, "output_throughput")
     return Summary(

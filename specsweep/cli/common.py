@@ -234,7 +234,12 @@ def show_run(store: ResultsStore, run_id: str) -> None:
 
     levels = store.read_levels(run_id)
     run = store.read_run(run_id)
-    summary = summarize(levels, store.read_predictions(run_id), (run or {}).get("search_stop"))
+    summary = summarize(
+        levels,
+        store.read_predictions(run_id),
+        (run or {}).get("search_stop"),
+        store.read_host_plans(run_id),
+    )
     parts = summaries_by_shape(summary, run)
     load = load_text(summary.levels, None if len(parts) == 1 else "")
     if load:

@@ -138,3 +138,16 @@ def test_gpu_kinds_are_answered_apart(tmp_path):
     other = answer.by_gpu_kind[A100]
     assert set(other.levels["target"]) == {"gpu-b"}
     assert other.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(1.45)
+
+
+def test_the_run_summary_follows_the_plan_too(tmp_path):
+    from specsweep.analysis.summary import summarize
+
+    store = _store(tmp_path, _fleet_rows("r"))
+    levels = store.read_levels("r")
+    assert summarize(levels).best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(
+        1.45 * SLOW
+    )
+    _plans(store, "r", HostRole(OWN, "gpu-b"))
+    summary = summarize(levels, host_plans=store.read_host_plans("r"))
+    assert summary.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(1.45)
