@@ -9,6 +9,12 @@ import pandas as pd
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import LATENCY_COLUMNS, baseline_name, interval_tables
+from specsweep.report.baselines import (
+    ROLE_TEXT,
+    calibration_text,
+    plans_in_order,
+    verdict_text,
+)
 from specsweep.report.evidence import (
     BEST_HEADER,
     INTERVALS_NOTE,
@@ -556,8 +562,6 @@ def left_out_table(answer: Answer) -> Table | None:
 
 def host_tables(answer: Answer) -> list[Table]:
     """The Hosts section's tables; empty for a run on a single target."""
-    from specsweep.report.baselines import calibration_table  # it builds on Table
-
     tables = [
         calibration_table(answer),
         hosts_table(answer),
@@ -565,3 +569,51 @@ def host_tables(answer: Answer) -> list[Table]:
         left_out_table(answer),
     ]
     return [t for t in tables if t is not None]
+
+
+def calibration_table(answer: Answer) -> Table | None:
+    """One row per fleet host: its GPU kind, role, whose baseline it used, its calibration."""
+    plans = plans_in_order(answer)
+    if plans.empty:
+        return None
+    cols = [
+        "host",
+        "GPU kind",
+        "role",
+        "baseline used",
+        "calibration level",
+        "its baseline vs reference",
+        "tolerance",
+        "verdict",
+    ]
+    rows = []
+    for rec in plans.to_dict("records"):
+        level = rec.get("calibration_concurrency")
+        shape = rec.get("calibration_shape")
+        tol = rec.get("tolerance")
+        rows.append(
+            [
+                str(rec["target"]),
+                str(rec.get("gpu_kind") or "unknown"),
+                ROLE_TEXT.get(rec["role"], rec["role"]),
+                str(rec.get("baseline_target") or "—"),
+                "—" if level is None or pd.isna(level) else f"c={int(level)} {shape or ''}".strip(),
+                calibration_text(rec),
+                "—" if tol is None or pd.isna(tol) else f"±{tol:.0%}",
+                verdict_text(rec),
+            ]
+        )
+    note = (
+        "A calibrated host measures the baseline at one level; it passes when its throughput "
+        "there is within the tolerance of its reference's and the ratio's 95% interval "
+        "includes parity. Then its variants are divided by the reference's baseline; "
+        "otherwise it measures its own and its variants are divided by that, then put on the "
+        "reference's scale (their intervals carry both of its sides)."
+    )
+    return Table(
+        "Baselines: one row per fleet host",
+        cols,
+        rows,
+        [False, False, False, False, False, True, True, False],
+        note=note,
+    )
