@@ -1,9 +1,13 @@
-"""Publish a finished run's answer to the Prefect UI: results table, verdict, report link.
+"""Publish a finished run's answer to the Prefect UI: results table, answer, full report.
 
 Call `publish_answer(results_dir, run_id)` from a flow after the sweep has
 written its levels (the sweep flows and nightly-regression do). It reads
 Parquet only, so it is safe to re-run on a retry: it re-renders the same
 report from the same data and publishes new versions of the same artifact keys.
+
+Every artifact reads in the UI with nothing beside it (specsweep/report/artifacts.py):
+plots embedded as data: URIs, tables fitted to the page, the HTML report linked only
+where it is served over HTTP (a browser refuses file:// from a web page).
 """
 
 from __future__ import annotations
@@ -21,26 +25,27 @@ from prefect.cache_policies import NO_CACHE
 
 from specsweep.analysis.answer import analyze_run
 from specsweep.analysis.params import LatencySLO, TrafficMix
+from specsweep.report.artifacts import answer_page, level_rows, report_page, served_url
 from specsweep.report.evidence import pivot_line
 from specsweep.report.render import (
     adaptive_lines,
-    answer_markdown,
     default_report_dir,
     headline,
     level_records,
-    report_link,
     search_records,
     write_report,
 )
 from specsweep.report.search import search_lines
 from specsweep.report.shapes import load_line, policy_text, shape_lines
 from specsweep.results.location import local_path
+from specsweep.results.phases import gpu_memory_lines
 from specsweep.results.store import ResultsStore
 
 # Artifact keys (Prefect keeps every version of a key: the UI shows its history across runs).
 RESULTS_KEY = "specsweep-results"
 ANSWER_KEY = "specsweep-answer"
-REPORT_KEY = "specsweep-report"
+REPORT_KEY = "specsweep-report"  # the full report, as Markdown with its plots embedded
+REPORT_LINK_KEY = "specsweep-report-html"  # only where the results are served over HTTP
 SEARCH_KEY = "specsweep-search"  # only for a run with an adaptive search
 
 
@@ -62,7 +67,8 @@ def publish_answer(
         traffic: Traffic mix the policy is scored on (default uniform over levels).
         slo: Optional p99 TTFT/ITL limits the best variant and the policy must meet.
         report_dir: Where to write report.html/report.md (default <results>/reports/<run_id>).
-        report_base_url: URL at which results_dir is served, to link the report over HTTP.
+        report_base_url: URL at which results_dir is served over HTTP, to link report.html
+            (else its path is said as text: the UI cannot open a file:// link).
 
     Returns: run_id, policy (the one-line answer), adaptive (the verification verdicts
     and the adaptive export, lines), search (the adaptive search's lines, empty without
@@ -71,31 +77,33 @@ def publish_answer(
     first), shapes (every shape, in order), workload, load (the sentence that says them),
     by_shape (with several shapes: shape -> its policy and pivots), surface_plot (the
     load-shape picture's path, None for one shape), report_html and report_markdown paths,
-    and the artifact keys.
+    report_url (None unless served over HTTP), and the artifact keys.
     """
     logger = get_run_logger()
-    answer = analyze_run(ResultsStore(results_dir), run_id, traffic, slo)
-    files = write_report(answer, report_dir or default_report_dir(results_dir, run_id))
+    store = ResultsStore(results_dir)
+    answer = analyze_run(store, run_id, traffic, slo)
+    files = write_report(answer, report_dir or default_report_dir(results_dir, run_id), True)
+    url = served_url(files.html, results_dir, report_base_url)
     line = headline(answer)
     adaptive = adaptive_lines(answer)
     load = load_line(answer)
     at = f" at {answer.shape}" if answer.shape else ""
     surface = files.plots.get("surface")  # the picture of several shapes, beside the report
-    surface_link = report_link(surface, results_dir, report_base_url) if surface else None
     create_table_artifact(
-        level_records(answer),
+        level_rows(level_records(answer)),
         key=RESULTS_KEY,
-        description=f"run {run_id}: every measured level (throughput tok/s, latency ms), "
-        "each metric with its 95% interval (_lo, _hi) and the speedup with its own"
+        description=f"run {run_id}: every measured level, one row per metric (throughput "
+        "tok/s, the speedup over the baseline, latency ms, ...) with its 95% interval"
         + (f"; each row's load shape in `shape` ({', '.join(answer.shapes)})" if at else ""),
     )
+    memory = gpu_memory_lines(store.read_phase_files(run_id))
     create_markdown_artifact(
-        answer_markdown(answer, files.html, surface_link),
+        answer_page(answer, files, url, REPORT_KEY, memory),
         key=ANSWER_KEY,
         description=f"run {run_id}{at}: {line}",
     )
     search = search_lines(answer.search)
-    keys = [RESULTS_KEY, ANSWER_KEY, REPORT_KEY]
+    keys = [RESULTS_KEY, ANSWER_KEY, REPORT_KEY, *([REPORT_LINK_KEY] if url else [])]
     if search:
         create_table_artifact(
             search_records(answer),
@@ -106,12 +114,18 @@ def publish_answer(
             "they were not launched. " + " ".join(search),
         )
         keys.append(SEARCH_KEY)
-    create_link_artifact(
-        report_link(files.html, results_dir, report_base_url),
-        link_text=f"specsweep report for run {run_id} ({files.html})",
+    create_markdown_artifact(
+        report_page(answer, files, url),
         key=REPORT_KEY,
-        description=f"run {run_id}: plots and tables, one self-contained HTML file",
+        description=f"run {run_id}: the full report, every plot and table",
     )
+    if url is not None:
+        create_link_artifact(
+            url,
+            link_text=f"specsweep report for run {run_id} (HTML)",
+            key=REPORT_LINK_KEY,
+            description=f"run {run_id}: plots and tables, one self-contained HTML file",
+        )
     said = [line, *([load] if load else []), *shape_lines(answer), *adaptive, *search]
     logger.info("%s\nreport: %s", "\n".join(said), files.html)
     if report_dir is None and local_path(results_dir) is None:
@@ -141,5 +155,6 @@ def publish_answer(
         "surface_plot": str(surface) if surface else None,
         "report_html": str(files.html),
         "report_markdown": str(files.markdown),
+        "report_url": url,
         "artifacts": keys,
     }

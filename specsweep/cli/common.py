@@ -18,6 +18,7 @@ from specsweep.config import SweepConfig
 from specsweep.config.file import load_config
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError
+from specsweep.report.caveats import simulated_note
 from specsweep.results.phases import gpu_memory_lines
 from specsweep.workloads.preflight import check_load
 
@@ -109,21 +110,6 @@ def open_store(results_dir: str) -> ResultsStore:
         except (OSError, ValueError) as exc:
             raise fail(f"cannot read {results_dir}: {exc}") from None
     return store
-
-
-def simulated_note(levels: pd.DataFrame) -> str | None:
-    """Say plainly that simulated numbers are not a GPU's, and how time was scaled."""
-    if levels.empty or not levels["simulated"].any():
-        return None
-    scales = {json.loads(e).get("SPECSWEEP_SIM_TIME_SCALE", "1") for e in levels["env"]}
-    note = "simulated server: these numbers come from specsweep's performance model, not a GPU"
-    if scales - {"1", "1.0"}:
-        scale = ", ".join(sorted(scales))
-        note += (
-            f"; SPECSWEEP_SIM_TIME_SCALE={scale} compresses simulated time, so throughputs are "
-            "1/scale times and latencies scale times those of the modelled GPU"
-        )
-    return note
 
 
 def render_summary(summary: Summary, title: str) -> None:

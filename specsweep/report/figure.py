@@ -1,5 +1,6 @@
 """What every report figure shares: the axes style, the title and the subtitle that says
-what was measured (model, GPUs, load shape and workload, run), and the PNG encoding."""
+what was measured (model, GPUs, load shape and workload, run), and the PNG encodings: the
+report's, and a smaller one to embed in a page (a Prefect artifact) as a data: URI."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from specsweep.analysis.answer import Answer
 from specsweep.report.evidence import load_text
 
 DPI = 150
+# Embedded in a Markdown page, a figure is shown at most ~880 px wide (the Prefect UI's
+# artifact column at a 1440-px window): drawn at that size and reduced to 256 colours
+# (lines, bands and text need no more), a plot is ~40 KB instead of ~180 KB.
+INLINE_DPI = 110
+INLINE_COLORS = 256
 
 
 def style(ax: Axes) -> None:
@@ -59,3 +65,15 @@ def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     FigureCanvasAgg(fig).print_png(buf)
     return buf.getvalue()
+
+
+def inline_png(fig: Figure) -> bytes:
+    """The figure at INLINE_DPI as a palette PNG: small enough to travel inside a page."""
+    from PIL import Image  # matplotlib's own image dependency
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=INLINE_DPI)
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB").quantize(INLINE_COLORS)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()

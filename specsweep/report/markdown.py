@@ -1,13 +1,19 @@
-"""The summary as Markdown: for Prefect artifacts, logs and CI job summaries.
+"""The run summary as Markdown (Prefect artifacts, CI job summaries) and as plain text
+with aligned columns (a run's log, which shows Markdown as its raw pipes).
 
 The same evidence as the report (report/evidence.py): ``±`` half of each level's 95%
 interval, the best's speedup and lead over the runner-up, ``≈`` near-ties with the
-variant to run, and each pivot's range or the bracket it is inconclusive in.
+variant to run, and each pivot's range or the bracket it is inconclusive in. Both forms
+come from one list of lines and tables (`_summary`), so they never say different things.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from specsweep.analysis.summary import Summary, summaries_by_shape
+from specsweep.report.caveats import sentence, simulated_note
 from specsweep.report.evidence import (
     BEST_HEADER,
     INTERVALS_NOTE,
@@ -25,6 +31,18 @@ from specsweep.report.search import search_lines
 from specsweep.report.shapes import summary_surface, surface_cells, surface_note
 
 
+@dataclass(frozen=True)
+class Grid:
+    """A table of the summary: its header, rows and which columns are numbers."""
+
+    header: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]
+
+
+Line = str | Grid  # a line of Markdown text, or a table
+
+
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(t.replace("|", "\\|") for t in cells) + " |"
 
@@ -40,7 +58,58 @@ def summary_markdown(
     Each table says the load shape and workload it was measured under; a run of several
     shapes gets the surface (the variant to run and its speedup per shape and level), then
     each shape's tables, best per level and pivots on its own."""
-    lines = [f"## specsweep run `{run_id}`", ""]
+    lines: list[str] = []
+    for line in _summary(run_id, summary, variant_errors, notes):
+        if isinstance(line, Grid):
+            lines.append(_row(line.header))
+            lines.append("|" + "|".join("---:" if n else "---" for n in line.numeric) + "|")
+            lines += [_row(r) for r in line.rows]
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def summary_text(
+    run_id: str,
+    summary: Summary,
+    variant_errors: dict[str, str],
+    notes: list[str] | None = None,
+) -> str:
+    """The summary_markdown's content as plain text for a log: each table in aligned
+    columns (numbers right-aligned), no Markdown markup."""
+    lines: list[str] = []
+    for line in _summary(run_id, summary, variant_errors, notes):
+        lines += text_table(line) if isinstance(line, Grid) else [_plain(line)]
+    return "\n".join(lines) + "\n"
+
+
+def text_table(grid: Grid) -> list[str]:
+    """A table in fixed-width columns two spaces apart, its header ruled off with ─."""
+    widths = [max(len(r[j]) for r in [grid.header, *grid.rows]) for j in range(len(grid.header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if n else c.ljust(w)
+            for c, w, n in zip(cells, widths, grid.numeric, strict=True)
+        ).rstrip()
+
+    rule = "  ".join("─" * w for w in widths)
+    return [line(grid.header), rule, *(line(r) for r in grid.rows)]
+
+
+def _plain(line: str) -> str:
+    """A Markdown line as text: no heading marks, no code backticks."""
+    return re.sub(r"^#+ ", "", line).replace("`", "")
+
+
+def _summary(
+    run_id: str,
+    summary: Summary,
+    variant_errors: dict[str, str],
+    notes: list[str] | None = None,
+) -> list[Line]:
+    """The summary's lines and tables, in order (see summary_markdown)."""
+    lines: list[Line] = [f"## specsweep run `{run_id}`", ""]
     parts = summaries_by_shape(summary)
     surface = summary_surface(parts)
     if surface is None:
@@ -59,9 +128,7 @@ def summary_markdown(
             "",
         ]
         header, rows = surface_cells(surface)
-        lines.append(_row(header))
-        lines.append("|---|" + "---:|" * (len(header) - 1))
-        lines += [_row(r) for r in rows]
+        lines.append(Grid(header, rows, [False] + [True] * (len(header) - 1)))
         lines += ["", surface_note(surface)]
         for shape, part in parts.items():
             lines += ["", f"### {shape}", ""]
@@ -73,31 +140,32 @@ def summary_markdown(
     if variant_errors:
         lines += ["", "Failed variants:", ""]
         lines += [f"- {name}: {error}" for name, error in variant_errors.items()]
+    simulated = simulated_note(summary.levels)  # as the CLI says it after its summary
+    notes = [*(notes or []), *([sentence(simulated)] if simulated else [])]
     if notes:
         lines += ["", *notes]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _levels_markdown(summary: Summary, at: str) -> list[str]:
+def _levels_markdown(summary: Summary, at: str) -> list[Line]:
     """The throughput table, best per level and pivots of one shape's summary."""
     if summary.throughput.empty:
         return ["No level completed successfully."]
-    lines = []
+    lines: list[Line] = []
     table = summary.throughput
     lines.append(f"Output throughput (tok/s) per variant and concurrency{at}:")
     lines.append("")
-    lines.append(_row(["concurrency", *map(str, table.columns)]))
-    lines.append("|---:|" + "---:|" * len(table.columns))
     skipped = skipped_cells(summary.skipped_levels)
     cells = throughput_rows(
         table, summary.throughput_lo, summary.throughput_hi, summary.best, skipped
     )
-    for c, row in zip(table.index, cells, strict=True):
-        lines.append(_row([str(c), *row]))
+    rows = [[str(c), *row] for c, row in zip(table.index, cells, strict=True)]
+    header = ["concurrency", *map(str, table.columns)]
+    lines.append(Grid(header, rows, [True] * len(header)))
     lines += ["", f"Best per level{at}:", ""]
-    lines.append(_row(BEST_HEADER))
-    lines.append("|---:|---|---:|---:|---|---|")
-    lines += [_row(r) for r in best_rows(summary.best)]
+    lines.append(
+        Grid(BEST_HEADER, best_rows(summary.best), [True, False, True, True, False, False])
+    )
     lines += ["", best_note(summary.best)]
     if summary.pivots:
         lines += ["", f"Pivots (where speculation stops paying){at}:", ""]

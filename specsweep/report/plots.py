@@ -530,6 +530,11 @@ APART = HOST_FIGURES | SEARCH_FIGURES | SHAPE_FIGURES  # not among the first sha
 
 def render_plots(answer: Answer) -> dict[str, bytes]:
     """Every figure that applies, as PNG bytes keyed by FIGURES' names."""
+    return {name: _png(fig) for name, fig in render_figures(answer).items()}
+
+
+def render_figures(answer: Answer) -> dict[str, Figure]:
+    """Every figure that applies, keyed by FIGURES' names, to encode once or twice."""
     if answer.throughput.empty:
         return {}
     shared = answer.hosts is not None and not answer.hosts.cells.empty
@@ -542,4 +547,4 @@ def render_plots(answer: Answer) -> dict[str, bytes]:
         and (name not in SEARCH_FIGURES or predicted)
         and (name not in SHAPE_FIGURES or shapes)
     }
-    return {name: _png(make(answer)) for name, (_, make) in FIGURES.items() if name in wanted}
+    return {name: make(answer) for name, (_, make) in FIGURES.items() if name in wanted}

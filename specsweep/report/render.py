@@ -1,8 +1,9 @@
 """Write one run's report: a self-contained HTML file and the same content in Markdown.
 
-The HTML embeds its plots (base64 PNG), so it can be mailed, attached to a
-ticket or opened from a Prefect link artifact with nothing beside it. The
-Markdown references the same PNGs, written next to it under plots/.
+The HTML embeds its plots (base64 PNG), so it can be mailed or attached to a ticket
+with nothing beside it. The Markdown references the same PNGs, written next to it under
+plots/; for a page that cannot reach files (a Prefect artifact), write_report(inline=True)
+also encodes each plot small enough to embed (report/artifacts.py).
 """
 
 from __future__ import annotations
@@ -10,19 +11,22 @@ from __future__ import annotations
 import base64
 import html
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
 from specsweep.report.baselines import baseline_sentences
+from specsweep.report.caveats import level_notes, sentence
+from specsweep.report.figure import inline_png, png
 from specsweep.report.plots import (
     APART,
     FIGURES,
     HOST_FIGURES,
     SEARCH_FIGURES,
     SHAPE_FIGURES,
-    render_plots,
+    render_figures,
 )
 from specsweep.report.search import search_headline, search_paragraphs, search_tables
 from specsweep.report.shapes import (
@@ -67,6 +71,7 @@ class ReportFiles:
     html: Path
     markdown: Path
     plots: dict[str, Path]
+    inline: dict[str, bytes] = field(default_factory=dict)  # small PNGs, with inline=True
 
 
 def headline(answer: Answer) -> str:
@@ -106,20 +111,11 @@ def adaptive_lines(answer: Answer) -> list[str]:
     return lines
 
 
-def simulated_warning(answer: Answer) -> str | None:
-    if not answer.simulated:
-        return None
-    return (
-        "Measured on specsweep's simulated SGLang server: the numbers come from its "
-        "performance model, not a GPU."
-    )
-
-
 def warnings(answer: Answer) -> list[str]:
-    """What a reader must know before trusting the numbers: simulated, mixed GPU kinds."""
+    """What a reader must know before trusting the numbers, as sentences: simulated (and
+    its time scale), levels that measured a queue, random ids, mixed GPU kinds."""
     gpu = answer.gpu_kind_warning
-    texts = [simulated_warning(answer), f"{gpu[0].upper()}{gpu[1:]}." if gpu else None]
-    return [t for t in texts if t]
+    return [sentence(n) for n in [*level_notes(answer.levels), *([gpu] if gpu else [])]]
 
 
 def hosts_line(answer: Answer) -> str | None:
@@ -332,10 +328,13 @@ def shapes_html(answer: Answer, pngs: dict[str, bytes]) -> list[str]:
     return parts
 
 
-def write_report(answer: Answer, out_dir: Path) -> ReportFiles:
-    """report.html (self-contained), report.md and plots/*.png under out_dir."""
+def write_report(answer: Answer, out_dir: Path, inline: bool = False) -> ReportFiles:
+    """report.html (self-contained), report.md and plots/*.png under out_dir; `inline`:
+    each plot also as a small PNG to embed in a page (ReportFiles.inline), drawn from the
+    same figure."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    pngs = render_plots(answer)
+    figures = render_figures(answer)
+    pngs = {name: png(fig) for name, fig in figures.items()}  # before inline_png redraws
     plot_dir = out_dir / "plots"
     plot_dir.mkdir(exist_ok=True)
     plot_files = {}
@@ -348,7 +347,8 @@ def write_report(answer: Answer, out_dir: Path) -> ReportFiles:
     md_path.write_text(
         markdown(answer, {n: f"plots/{p.name}" for n, p in plot_files.items()}), encoding="utf-8"
     )
-    return ReportFiles(html_path, md_path, plot_files)
+    small = {name: inline_png(fig) for name, fig in figures.items()} if inline else {}
+    return ReportFiles(html_path, md_path, plot_files, small)
 
 
 # Where reports go when the results root is not on this machine (s3://, gs://, ...):
@@ -365,12 +365,21 @@ def default_report_dir(results_root: Path | str, run_id: str) -> Path:
 
 
 def answer_markdown(
-    answer: Answer, report_path: Path | None = None, surface_plot: str | None = None
+    answer: Answer,
+    images: Mapping[str, str] | None = None,
+    report: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """The short answer for a Prefect artifact: headline, policy, throughput and pivots,
-    each said at its load shape and workload; with several shapes, the surface and every
-    shape's policy and pivots. `surface_plot`: where the surface's picture is (report_link:
-    a file URI, or a URL when the results are served), said beside the report's."""
+    each said at its load shape and workload, after every caveat on the numbers; with
+    several shapes, the surface and every shape's policy and pivots.
+
+    `images`: figure name -> a URI the page can load (a data: URI, or a URL where the
+    results are served); of them the answer shows where speculation pays (the speedup
+    curves, after the caveats) and, for several shapes, the surface (in the Load shapes
+    part). `report`: the lines that say where the full report is. `notes`: what else the
+    run's records say about the numbers (the GPUs' memory before the sweep and after it)."""
+    images = images or {}
     lines = [f"## specsweep answer: run `{answer.run_id}`", ""]
     lines += [f"**{stated_headline(answer)}**", ""]
     load = load_line(answer)
@@ -380,9 +389,13 @@ def answer_markdown(
         lines += [line, ""]
     for warning in warnings(answer):
         lines += [f"> {warning}", ""]
+    for note in notes:
+        lines += [note, ""]
     line = hosts_line(answer)
     if line is not None:
         lines += [f"{line} See the report's Hosts section.", ""]
+    if "speedup" in images:
+        lines += [f"![{FIGURES['speedup'][0]}]({images['speedup']})", ""]
     tables = [
         policy_table(answer),
         *verification_tables(answer),
@@ -395,24 +408,23 @@ def answer_markdown(
     for table in tables:
         if table is not None:
             lines += _md_table(table)
-    lines += shapes_summary_markdown(answer)
+    lines += shapes_summary_markdown(answer, images.get("surface"))
     lines += search_markdown(answer)
-    if report_path is not None:
-        lines.append(f"Full report with plots: `{report_path}`")
-    if surface_plot is not None:  # served over HTTP: shown in place, like any web image
-        shown = surface_plot.startswith(("http://", "https://"))
-        title = FIGURES["surface"][0]
-        lines += ["", f"![{title}]({surface_plot})" if shown else f"{title}: `{surface_plot}`"]
-    return "\n".join(lines) + "\n"
+    lines += [text for line in report for text in (line, "")]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def shapes_summary_markdown(answer: Answer) -> list[str]:
-    """The artifact's Load shapes part: the surface table, then each shape's policy line
-    and pivots (the report's Load shapes section has their tables)."""
+def shapes_summary_markdown(answer: Answer, image: str | None = None) -> list[str]:
+    """The artifact's Load shapes part: the surface (its picture where `image` is given,
+    and its table), then each shape's policy line and pivots (the report's Load shapes
+    section has their tables)."""
     surface = surface_table_view(answer)
     if surface is None:
         return []
-    lines = ["### Load shapes", "", *_md_table(surface, level=4)]
+    lines = ["### Load shapes", ""]
+    if image is not None:
+        lines += [f"![{FIGURES['surface'][0]}]({image})", ""]
+    lines += _md_table(surface, level=4)
     for shape, one in answer.by_shape.items():
         lines += [f"- **{shape}**: {policy_text(one)}", f"  - pivots: {pivot_summary(one)}"]
     return [*lines, ""]

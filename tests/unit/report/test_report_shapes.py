@@ -16,6 +16,7 @@ from specsweep.analysis import analyze_run
 from specsweep.analysis.answer import analyze
 from specsweep.analysis.summary import summarize
 from specsweep.report.markdown import summary_markdown
+from specsweep.report.plots import FIGURES
 from specsweep.report.render import answer_markdown, level_records, write_report
 from specsweep.report.shapes import shape_lines, surface_grid
 from specsweep.report.tables import all_tables, category_table
@@ -167,15 +168,15 @@ def test_no_categories_no_table(store):
 
 
 def test_answer_artifact_has_the_surface_and_each_shapes_policy(answer):
-    md = answer_markdown(answer, None, "file:///r/plots/surface.png")
+    uri = "data:image/png;base64,iVBORw0KGgo="
+    md = answer_markdown(answer, {"surface": uri})
     assert "Load: in512-out256, builtin prompts via chat." in md
     shapes = md[md.index("### Load shapes") :]
+    assert shapes.startswith(f"### Load shapes\n\n![{FIGURES['surface'][0]}]({uri})\n")
     assert "| in16384-out256 | s2-k1-d3 1.05x | baseline 1.00x |" in shapes
     assert "- **in4096-out256**: Use eagle3-s2-k1-d3 up to concurrency" in shapes
     assert f"  - pivots: {SPEC}: pivot at c≈5.66" in shapes
-    assert "per load shape and concurrency: `file:///r/plots/surface.png`" in md
-    served = answer_markdown(answer, None, "https://x/plots/surface.png")
-    assert "](https://x/plots/surface.png)" in served
+    assert "![" not in answer_markdown(answer)  # no picture where none is given
     records = level_records(answer)
     assert len(records) == 3 * 2 * len(LEVELS)
     assert [r["shape"] for r in records[:: 2 * len(LEVELS)]] == list(PIVOT_AT)
