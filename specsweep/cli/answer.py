@@ -67,11 +67,11 @@ def report(
 ) -> None:
     """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
     from specsweep.analysis.answer import analyze_run
-    from specsweep.report.baselines import baseline_sentences
     from specsweep.report.evidence import pivot_line, tie_lines
     from specsweep.report.render import (
         adaptive_lines,
         default_report_dir,
+        plan_sentences,
         stated_headline,
         warnings,
         write_report,
@@ -110,7 +110,7 @@ def report(
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     if answer.hosts is not None:
         console.print(_hosts_table(answer.hosts))
-    for line in baseline_sentences(answer):  # a fleet's baseline plan and other GPU kinds
+    for line in plan_sentences(answer):  # a fleet's baseline plan and other GPU kinds
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)
     if out is None and local_path(results_dir) is None:

@@ -123,8 +123,19 @@ def hosts_line(answer: Answer) -> str | None:
     and, for a fleet's baseline plan, whose baseline each host's variants were divided by."""
     if answer.hosts is None:
         return None
-    planned = baseline_sentences(answer)
+    planned = plan_sentences(answer)
     return " ".join([answer.hosts.line(within=bool(planned)), *planned])
+
+
+def plan_sentences(answer: Answer) -> list[str]:
+    """A fleet's baseline plan in words and, with several GPU kinds, each kind's own answer
+    (never compared across); empty without a plan."""
+    said = baseline_sentences(answer)
+    if len(answer.by_gpu_kind) > 1:
+        for kind, other in answer.by_gpu_kind.items():
+            hosts = ", ".join(sorted({str(t) for t in other.levels["target"].dropna()}))
+            said.append(f"On {kind} ({hosts}): {headline(other)}")
+    return said
 
 
 def first_shape(answer: Answer) -> str:
