@@ -10,6 +10,7 @@ come from one list of lines and tables (`_summary`), so they never say different
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
 from specsweep.analysis.summary import Summary, summaries_by_shape
@@ -76,25 +77,64 @@ def summary_text(
     notes: list[str] | None = None,
 ) -> str:
     """The summary_markdown's content as plain text for a log: each table in aligned
-    columns (numbers right-aligned), no Markdown markup."""
+    columns (text_table), no Markdown markup."""
     lines: list[str] = []
     for line in _summary(run_id, summary, variant_errors, notes):
         lines += text_table(line) if isinstance(line, Grid) else [_plain(line)]
     return "\n".join(lines) + "\n"
 
 
-def text_table(grid: Grid) -> list[str]:
-    """A table in fixed-width columns two spaces apart, its header ruled off with ─."""
-    widths = [max(len(r[j]) for r in [grid.header, *grid.rows]) for j in range(len(grid.header))]
+# A Prefect run log wraps its lines at ~127 characters at a 1440-px window (Inconsolata,
+# ~7 px); a table kept under this keeps its columns.
+TEXT_WIDTH = 120
+MIN_TEXT_COLUMN = 16  # a text column is wrapped no narrower than this
 
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if n else c.ljust(w)
-            for c, w, n in zip(cells, widths, grid.numeric, strict=True)
-        ).rstrip()
 
-    rule = "  ".join("─" * w for w in widths)
-    return [line(grid.header), rule, *(line(r) for r in grid.rows)]
+def text_table(grid: Grid, width: int = TEXT_WIDTH) -> list[str]:
+    """A table in fixed-width columns two spaces apart (numbers right-aligned), its header
+    ruled off with dashes; a text column is wrapped at spaces, widest first, until the table
+    is at most `width` characters or no text column can give more."""
+    table = [[[cell] for cell in row] for row in [grid.header, *grid.rows]]
+    columns = len(grid.header)
+
+    def widths() -> list[int]:
+        return [max(len(line) for row in table for line in row[j]) for j in range(columns)]
+
+    text = [j for j, numeric in enumerate(grid.numeric) if not numeric]
+    for _ in range(3):  # words longer than a column's share keep it wider: try again
+        now = widths()
+        over = sum(now) + 2 * (columns - 1) - width
+        if over <= 0 or not text:
+            break
+        level = _level([now[j] for j in text], over)  # the text columns' common cap
+        for j in text:
+            if now[j] > level:
+                for row in table:
+                    joined = " ".join(row[j])
+                    row[j] = textwrap.wrap(joined, level, break_on_hyphens=False) or [""]
+    final = widths()
+    out = []
+    for i, row in enumerate(table):
+        for k in range(max(len(cell) for cell in row)):
+            cells = [cell[k] if k < len(cell) else "" for cell in row]
+            out.append(
+                "  ".join(
+                    c.rjust(w) if n else c.ljust(w)
+                    for c, w, n in zip(cells, final, grid.numeric, strict=True)
+                ).rstrip()
+            )
+        if i == 0:
+            out.append("  ".join("-" * w for w in final))
+    return out
+
+
+def _level(widths: list[int], over: int) -> int:
+    """The cap on these column widths that takes `over` characters off in all (no column
+    capped below MIN_TEXT_COLUMN), the widest first."""
+    level = max(widths)
+    while level > MIN_TEXT_COLUMN and sum(w - min(w, level) for w in widths) < over:
+        level -= 1
+    return level
 
 
 def _plain(line: str) -> str:

@@ -8,14 +8,17 @@ browser fails: tests/needs.py).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
+from specsweep.report.caveats import sentence, simulated_note
 from tests.e2e.conftest import TARGET, PrefectStack
 from tests.needs import missing
 
@@ -118,3 +121,102 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     assert row["sweep_name"] == "ui-form-sweep" and row["status"] == "completed"
     levels = pd.read_parquet(prefect_stack.project / "results" / "levels" / "ui-run")
     assert len(levels) == 4 and set(levels["status"]) == {"ok"}
+
+    check_answer_artifacts(d, prefect_stack, flow_run_id)
+
+
+# ---- the run's answer as the UI shows it (issue 19) -------------------------------------
+
+WIDE = 1440  # the window the artifact pages must read in without sideways scrolling
+# The answer's speedup picture; the report's throughput, speedup, latency and accept length.
+LEAST_IMAGES = {"specsweep-answer": 1, "specsweep-report": 4, "specsweep-results": 0}
+MARKDOWN_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
+# On the page: every image loaded, and each table (with its scroll box) inside the window.
+PAGE_STATE = """
+const imgs = Array.from(document.querySelectorAll('.artifact-data-view img'));
+const tables = Array.from(document.querySelectorAll('.artifact-data-view table'));
+return {
+  inner: window.innerWidth, scroll: document.documentElement.scrollWidth,
+  images: imgs.map(i => ({alt: i.alt, loaded: i.complete && i.naturalWidth > 0,
+                          natural: i.naturalWidth, right: i.getBoundingClientRect().right})),
+  tables: tables.map(t => ({right: t.getBoundingClientRect().right,
+                            hidden: t.parentElement.scrollWidth - t.parentElement.clientWidth})),
+  text: document.querySelector('.artifact-data-view')?.innerText || '',
+};
+"""
+
+
+def check_answer_artifacts(driver: Any, stack: PrefectStack, flow_run_id: str) -> None:
+    """The run's answer, report and results artifacts read in the UI at 1440 px: their plots
+    load (data: URIs), no table runs off the page, the simulator's caveat is said; and the
+    run's log shows the summary as aligned text, not Markdown pipes."""
+    run_id = stack.get(f"/flow_runs/{flow_run_id}")["parameters"]["run_id"]
+    levels = pd.read_parquet(stack.project / "results" / "levels" / run_id)
+    artifacts = stack.post(
+        "/artifacts/filter",
+        {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "CREATED_DESC"},
+    )
+    latest = {}
+    for artifact in artifacts:  # newest first: a retried publish leaves older versions
+        latest.setdefault(artifact["key"], artifact)
+    assert {"specsweep-answer", "specsweep-report", "specsweep-results"} <= set(latest)
+    assert latest["specsweep-report"]["type"] == "markdown"
+    assert "specsweep-report-html" not in latest  # nothing served over HTTP here
+
+    driver.set_window_size(WIDE, 1000)
+    caveat = sentence(simulated_note(levels) or "")
+    assert "SPECSWEEP_SIM_TIME_SCALE=0.05" in caveat  # the e2e sweep's time scale
+    for key in ("specsweep-answer", "specsweep-report", "specsweep-results"):
+        data = str(latest[key]["data"])
+        assert "file://" not in data
+        images = data.count("](data:image/png;base64,")
+        assert images >= LEAST_IMAGES[key], (key, images)
+        driver.get(f"{stack.ui}/artifacts/artifact/{latest[key]['id']}")
+        state = _page_state(driver, images)
+        assert state["inner"] <= WIDE and state["scroll"] <= state["inner"], (key, state["scroll"])
+        for table in state["tables"]:
+            assert table["right"] <= state["inner"] and table["hidden"] <= 1, (key, table)
+        for image in state["images"]:
+            assert image["right"] <= state["inner"], (key, image)
+        if key != "specsweep-results":
+            assert caveat in state["text"], f"{key}: {state['text'][:1500]}"
+        if os.environ.get("SPECSWEEP_SCREENSHOT_DIR"):
+            driver.save_screenshot(
+                str(Path(os.environ["SPECSWEEP_SCREENSHOT_DIR"]) / f"ui-{key}.png")
+            )
+
+    summary = _summary_log(stack, flow_run_id, run_id)
+    assert not MARKDOWN_SEPARATOR.search(summary), summary
+    lines = summary.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("concurrency  "))
+    assert set(lines[header + 1]) == {"-", " "}, summary  # the header ruled off
+    measured = sorted(levels["concurrency"].unique())
+    rows = lines[header + 2 : header + 2 + len(measured)]
+    assert [line.split()[0] for line in rows] == [str(c) for c in measured], summary
+    assert caveat in summary
+
+
+def _page_state(driver: Any, images: int, timeout: float = 30) -> dict[str, Any]:
+    """The artifact page once its tables are drawn and its `images` images loaded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = driver.execute_script(PAGE_STATE)
+        loaded = [i for i in state["images"] if i["loaded"]]
+        if state["tables"] and len(loaded) == len(state["images"]) == images:
+            return state
+        assert time.monotonic() < deadline, state["images"] or state["text"][:2000]
+        time.sleep(0.5)
+
+
+def _summary_log(stack: PrefectStack, flow_run_id: str, run_id: str) -> str:
+    """The parent run's log message that holds the run summary."""
+    messages, offset = [], 0
+    while batch := stack.post(
+        "/logs/filter",
+        {"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "limit": 200, "offset": offset},
+    ):
+        messages += [log["message"] for log in batch]
+        offset += len(batch)
+    found = [m for m in messages if f"specsweep run {run_id}\n" in m]
+    assert found, "\n".join(messages)[-3000:]
+    return found[-1]

@@ -26,7 +26,7 @@ from specsweep.report.artifacts import (
     report_page,
 )
 from specsweep.report.figure import INLINE_DPI
-from specsweep.report.markdown import summary_markdown, summary_text
+from specsweep.report.markdown import TEXT_WIDTH, Grid, summary_markdown, summary_text, text_table
 from specsweep.report.render import (
     answer_markdown,
     default_report_dir,
@@ -222,12 +222,23 @@ def test_the_log_summary_is_plain_aligned_text(store):
     assert lines[0] == f"specsweep run {RUN}"
     head = lines.index(next(line for line in lines if line.startswith("concurrency ")))
     rule, first = lines[head + 1], lines[head + 2]
-    assert set(rule) == {"─", " "}
+    assert set(rule) == {"-", " "}
     ends = [m.end() for m in re.finditer("─+", rule)]
     for line in lines[head + 2 : lines.index("", head)]:
         assert all(line[e - 1] != " " for e in ends), line  # numbers end at their column's edge
     assert first.split()[0] == "1" and "±2.0%" in first
     assert "- eagle3-s9-k1-d10: RuntimeError: boom" in text
+
+
+def test_a_text_table_wraps_its_text_to_stay_under_the_log_width():
+    why = " ".join(f"reason{i}" for i in range(40))
+    grid = Grid(["c", "best", "why"], [["1", "eagle3-s2-k1-d3", why], ["16", "baseline", "no"]],
+                [True, False, False])  # fmt: skip
+    lines = text_table(grid)
+    assert len(why) > TEXT_WIDTH and max(map(len, lines)) <= TEXT_WIDTH
+    assert lines[0].startswith(" c  best") and lines[1].startswith("--  ---")
+    assert " ".join(line[len(" 1  eagle3-s2-k1-d3  ") :].strip() for line in lines[2:-1]) == why
+    assert lines[-1].split() == ["16", "baseline", "no"]
 
 
 def test_a_publish_links_the_html_only_where_it_is_served(store, answer, files, monkeypatch):
