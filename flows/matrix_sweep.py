@@ -7,14 +7,16 @@ reporting and the summary artifact behave identically.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, tags
+from prefect.runtime import flow_run
 
 from flows.benchmark_variant import benchmark_variant
 from flows.hooks import STOP_SERVERS_HOOKS
-from flows.run_records import begin_run, finish_run, first_line, run_config
+from flows.run_records import begin_run, finish_run, first_line
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
@@ -44,7 +46,9 @@ def run_sweep(
             if errors and config.stop_on_failure:
                 skipped.append(variant.label)
                 continue
-            state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
+            # Prefect gives a subflow run only the tags of the `tags` context, not its parent's
+            with tags(*variant_tags(config, ctx.run_id, variant.label)):
+                state = benchmark_variant(config, variant, ctx, force=force, return_state=True)
             if state.is_failed() or state.is_crashed():
                 exc = state.result(raise_on_failure=False)
                 errors[variant.label] = first_line(exc) if exc is not None else str(state.message)
@@ -89,14 +93,96 @@ def search(
         measure([launch])
 
 
-def _run_name() -> str:
-    config = run_config()
+# --- run names and tags: one pure function per flow, from the run's parameters -----------
+# The deployments' worker (deployments/run_labels.py) names a run with these as soon as it
+# is created (from the UI form, the CLI or the nightly schedule); the flow's own
+# flow_run_name calls the same function when the run starts, so the two always agree.
+
+NAME_ITEMS = 4  # list items a run name shows before "+N"
+
+
+def short_list(items: Sequence[object], keep: int = NAME_ITEMS) -> str:
+    """'1,2,4,8,+3': the first items of a list and how many more (names stay short)."""
+    shown = ",".join(map(str, items[:keep]))
+    return shown + (f",+{len(items) - keep}" if len(items) > keep else "")
+
+
+def named_config(parameters: Mapping[str, Any]) -> SweepConfig | None:
+    """A run's config parameter, validated; None when missing or invalid: a name must
+    never fail a run (the flow's own parameter check says what is wrong)."""
+    value = parameters.get("config")
+    if isinstance(value, SweepConfig):
+        return value
     try:
-        labels = [v.label for v in sweep_variants(config)]
-    except SpecsweepError:
-        labels = ["invalid"]
-    shown = ",".join(labels[:4]) + (f",+{len(labels) - 4}" if len(labels) > 4 else "")
-    return f"matrix-sweep/{config.target.name}/{shown}"
+        return SweepConfig.model_validate(value)
+    except (ValueError, TypeError, SpecsweepError):
+        return None
+
+
+def raw_target(parameters: Mapping[str, Any]) -> str | None:
+    """The target name as typed, for a config that does not validate."""
+    config = parameters.get("config")
+    target = config.get("target") if isinstance(config, Mapping) else None
+    name = target.get("name") if isinstance(target, Mapping) else None
+    return str(name) if name else None
+
+
+def load_part(config: SweepConfig) -> str:
+    """'c=1,2,4' and, with several load shapes, '/in512-out256,in4096-out256'."""
+    part = f"c={short_list(config.load.concurrency)}"
+    shapes = config.load.shape_list()
+    return part + (f"/{short_list([s.label for s in shapes])}" if len(shapes) > 1 else "")
+
+
+def sweep_run_name(
+    kind: str, parameters: Mapping[str, Any], what: Callable[[SweepConfig], str]
+) -> str:
+    """'<kind>/<target>/<what>/c=<levels>[/<shapes>]', or '<kind>/<target>/invalid-config'."""
+    config = named_config(parameters)
+    if config is None:
+        return f"{kind}/{raw_target(parameters) or '?'}/invalid-config"
+    return f"{kind}/{config.target.name}/{what(config)}/{load_part(config)}"
+
+
+def run_tags(parameters: Mapping[str, Any]) -> list[str]:
+    """`target:<name>` and, when the run names one, `run:<run_id>`: what a run is found by."""
+    config = named_config(parameters)
+    target = config.target.name if config is not None else raw_target(parameters)
+    run_id = parameters.get("run_id")
+    found = []
+    if target:
+        found.append(f"target:{target}")
+    if run_id:
+        found.append(f"run:{run_id}")
+    return found
+
+
+def variant_tags(config: SweepConfig, run_id: str, label: str) -> list[str]:
+    """A benchmark-variant subflow's tags: its parent run's, the target, the run id (the
+    one the sweep resolved) and `variant:<label>`."""
+    own = {f"target:{config.target.name}", f"run:{run_id}", f"variant:{label}"}
+    return sorted({*flow_run.get_tags(), *own})
+
+
+def matrix_sweep_run_name(
+    parameters: Mapping[str, Any],
+    scheduled: datetime | None = None,
+    timezone: str | None = None,
+) -> str:
+    """'matrix-sweep/<target>/<variant labels>/c=<levels>' (the scheduled time is not part
+    of it: a sweep is named by what it runs)."""
+
+    def labels(config: SweepConfig) -> str:
+        try:
+            return short_list([v.label for v in sweep_variants(config)])
+        except SpecsweepError:
+            return "invalid"
+
+    return sweep_run_name("matrix-sweep", parameters, labels)
+
+
+def _run_name() -> str:
+    return matrix_sweep_run_name(flow_run.parameters)
 
 
 @flow(name="matrix-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)

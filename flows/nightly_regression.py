@@ -10,16 +10,23 @@ measured (a variant that crashed) are attempted again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+import httpx
 from prefect import flow, get_run_logger
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import CreatedBy, DeploymentSchedule
+from prefect.context import FlowRunContext
+from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
 
 from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import matrix_sweep
-from flows.run_records import run_config
+from flows.matrix_sweep import matrix_sweep, named_config, raw_target
 from specsweep.analysis.params import RegressionPolicy
 from specsweep.config import SweepConfig
+from specsweep.config.schedule import local_time
 from specsweep.errors import RegressionDetected, SweepFailed
 from specsweep.results.store import ResultsStore, new_run_id
 from tasks.answer import publish_answer
@@ -35,8 +42,50 @@ def nightly_run_id() -> str:
     return f"{start:%Y%m%dT%H%M%SZ}-{run.replace('-', '')[:6]}"
 
 
+def schedule_timezone(
+    schedules: Sequence[DeploymentSchedule], created_by: CreatedBy | None
+) -> str | None:
+    """The timezone of the schedule that created a run (its `created_by` names it), else of
+    the deployment's first schedule that has one (a run from the form); None: UTC."""
+    if created_by is not None and created_by.type == "SCHEDULE":
+        for entry in schedules:
+            if entry.id == created_by.id and getattr(entry.schedule, "timezone", None):
+                return entry.schedule.timezone
+    zones = [getattr(entry.schedule, "timezone", None) for entry in schedules]
+    return next((zone for zone in zones if zone), None)
+
+
+def nightly_run_name(
+    parameters: Mapping[str, Any],
+    scheduled: datetime | None = None,
+    timezone: str | None = None,
+) -> str:
+    """'nightly-regression/<target>/2026-12-03 02:00 Europe/Berlin': the night it measures,
+    as the schedule's clock reads it (the UI shows times in the browser's zone)."""
+    config = named_config(parameters)
+    target = config.target.name if config is not None else raw_target(parameters) or "?"
+    when = local_time(scheduled, timezone) if scheduled is not None else "unscheduled"
+    return f"nightly-regression/{target}/{when}"
+
+
+def _deployment_timezone() -> str | None:
+    """This run's schedule timezone, read from its deployment; None outside one."""
+    context = FlowRunContext.get()
+    run = context.flow_run if context is not None else None
+    if run is None or run.deployment_id is None:
+        return None
+    try:
+        with get_client(sync_client=True) as client:
+            deployment = client.read_deployment(run.deployment_id)
+    except (ObjectNotFound, httpx.HTTPError):  # the name says UTC; the run goes on
+        return None
+    return schedule_timezone(deployment.schedules, run.created_by)
+
+
 def _run_name() -> str:
-    return f"nightly-regression/{run_config().target.name}/{run_config().name}"
+    return nightly_run_name(
+        flow_run.parameters, flow_run.get_scheduled_start_time(), _deployment_timezone()
+    )
 
 
 @flow(name="nightly-regression", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import run_sweep
-from flows.run_records import run_config
+from flows.matrix_sweep import run_sweep, short_list, sweep_run_name
 from specsweep.config import SweepConfig
 from specsweep.config.plan import sweep_variants
 
-__all__ = ["step_sweep"]
+__all__ = ["step_sweep", "step_sweep_run_name"]
+
+
+def step_sweep_run_name(
+    parameters: Mapping[str, Any],
+    scheduled: datetime | None = None,
+    timezone: str | None = None,
+) -> str:
+    """'step-sweep/<target>/steps=1,2,3/c=1,2,4' (+ the shapes when there are several): what
+    the form asked for, whenever the run was created or started."""
+
+    def steps(config: SweepConfig) -> str:
+        section = config.step_sweep
+        return f"steps={short_list(section.num_steps) if section else '?'}"
+
+    return sweep_run_name("step-sweep", parameters, steps)
 
 
 def _run_name() -> str:
-    config = run_config()
-    steps = ",".join(map(str, config.step_sweep.num_steps)) if config.step_sweep else "?"
-    return f"step-sweep/{config.target.name}/steps={steps}"
+    return step_sweep_run_name(flow_run.parameters)
 
 
 @flow(name="step-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)

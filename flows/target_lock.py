@@ -6,6 +6,10 @@ pre-created, strict global concurrency limit of 1 named `specsweep-target-<name>
 `benchmark_variant` holds it from kill-stale through teardown, so a second flow
 for the same target waits (and says so in its log) until the first has torn
 its server down.
+
+While the slot is held, a simulator target's GPU checks (kill-stale, server facts,
+teardown) ask the simulator's nvidia-smi stand-in with the server's environment, not
+a real nvidia-smi: the simulated servers hold only simulated GPU memory.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from prefect.settings import PREFECT_API_URL
 from flows import lock_holder
 from specsweep.config import SweepConfig
 from specsweep.errors import SpecsweepError, TargetLockMissing
+from specsweep.targets.gpus import simulated_gpus
 
 LOCK_PREFIX = "specsweep-target-"
+TARGET_SLOTS = 1  # one server per GPU host at a time
 # A cancelled or crashed run cannot release its slot; its lease then expires after
 # this long (the cancellation hook has killed the server by then).
 LEASE_SECONDS = 60.0
@@ -45,9 +51,11 @@ def ensure_target_limit(name: str) -> bool:
         try:
             existing = client.read_global_concurrency_limit_by_name(name)
         except ObjectNotFound:
-            client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+            client.create_global_concurrency_limit(
+                GlobalConcurrencyLimitCreate(name=name, limit=TARGET_SLOTS)
+            )
             return True
-    if existing.limit != 1:
+    if existing.limit != TARGET_SLOTS:
         raise SpecsweepError(
             f"global concurrency limit {name} exists with limit {existing.limit}; a target "
             f"runs one server at a time: `prefect gcl update {name} --limit 1`"
@@ -103,4 +111,9 @@ def target_lock(config: SweepConfig, timeout_s: float | None = None) -> Iterator
         logger.info("holding %s (waited %.1f s)", name, time.monotonic() - started)
         lock_holder.record(name)
         stack.callback(lock_holder.clear, name)  # runs before the slot is released
+        if config.server.backend == "simulator" and config.target.kind == "local":
+            # an SSH host runs its checks there, with its own PATH
+            gpus = stack.enter_context(simulated_gpus(config.server.env))
+            if gpus.nvidia_smi is None:
+                logger.info("%s", gpus.why)
         yield

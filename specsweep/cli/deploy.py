@@ -1,4 +1,4 @@
-"""`specsweep serve`, `specsweep deploy` and `specsweep limits create`.
+"""`specsweep serve`, `specsweep deploy`, `specsweep worker` and `specsweep limits create`.
 
 These talk to a Prefect server, so Prefect and the flows are imported inside
 the commands: the engine (and `specsweep plan`) never imports Prefect.
@@ -27,6 +27,7 @@ ConfigOpt = Annotated[
         "--config", "-c", help="Sweep YAML: its target gets a limit; it fills the run forms."
     ),
 ]
+PoolOpt = Annotated[str, typer.Option(help="Process work pool (created by deploy if missing).")]
 CronOpt = Annotated[str, typer.Option(help="Cron of the nightly-regression schedule.")]
 TzOpt = Annotated[str, typer.Option(help="IANA timezone of the nightly cron.")]
 
@@ -77,9 +78,7 @@ def serve(
 
 def deploy(
     config: ConfigOpt,
-    pool: Annotated[str, typer.Option(help="Process work pool (created if missing).")] = (
-        "specsweep"
-    ),
+    pool: PoolOpt = "specsweep",
     cron: CronOpt = NIGHTLY_CRON,
     timezone: TzOpt = NIGHTLY_TIMEZONE,
 ) -> None:
@@ -92,16 +91,37 @@ def deploy(
 
     deploy_all(cfg, pool, _schedule(cron, timezone))
     for entry in CATALOGUE:
-        when = f"  (nightly: {cron} {timezone})" if entry.nightly else ""
+        when = f"  ({_schedule(cron, timezone).describe()})" if entry.nightly else ""
         console.print(f"deployed {entry.flow.name}/{entry.name}{when}")
     console.print(
         f"pool {pool}, target limit {target_lock_name(cfg)}, API {url}\n"
-        f"start a worker: prefect worker start --pool {pool}"
+        f"start a worker: specsweep worker --pool {pool}"
     )
+
+
+def worker(
+    pool: PoolOpt = "specsweep",
+    name: Annotated[str | None, typer.Option(help="Worker name (default: Prefect's).")] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="Flow runs at a time (default: no limit).")
+    ] = None,
+    label_every: Annotated[
+        float, typer.Option(help="Seconds between passes naming and tagging new runs.")
+    ] = 2.0,
+) -> None:
+    """Run the pool's process worker, naming and tagging each new run of the deployments
+    as soon as it is created (`prefect worker start` names them only when they start)."""
+    prefect_env()
+    url = api_url()
+    from deployments.worker import run_worker
+
+    console.print(f"worker on pool {pool}, API {url}: names new runs every {label_every:g} s")
+    run_worker(pool, name, limit, label_every)
 
 
 def register(app: typer.Typer) -> None:
     """Add these commands to the main CLI."""
     app.command()(serve)
     app.command()(deploy)
+    app.command()(worker)
     app.add_typer(limits_app, name="limits")

@@ -17,7 +17,7 @@ app = typer.Typer(
     help="Benchmark SGLang speculative-decoding variants across concurrency levels.",
 )
 run.register(app)  # run step-sweep|topk-sweep|matrix-sweep, demo, plan, summary
-deploy.register(app)  # serve, deploy, limits
+deploy.register(app)  # serve, deploy, worker, limits
 answer.register(app)  # report, compare, regression
 fleet.register(app)  # fleet check|deploy|worker|run
 policy.register(app)  # policy export|verify

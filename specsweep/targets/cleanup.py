@@ -402,7 +402,10 @@ def kill_stale(
 
     exe = gpu_query.find_nvidia_smi(nvidia_smi)
     inv = None
-    if exe is None:
+    sim = gpu_query.simulated()
+    if exe is None and sim is not None:  # the scratch inventory: nothing to warn about
+        log.info("%s", sim.why)
+    elif exe is None:
         log.info("no nvidia-smi on this host: GPU checks skipped")
         report.notes.append("nvidia-smi not found: GPU checks skipped")
     else:
@@ -416,7 +419,7 @@ def kill_stale(
         report.gpu_checked = True
         report.memory_before = inv.used_mib(targets)
         missing = sorted(set(targets or ()) - set(report.memory_before))
-        if missing:
+        if missing and (inv.gpus or sim is None):  # not a simulated machine still unborn
             report.warnings.append(f"target GPUs {missing} not found by nvidia-smi")
         report.pids_hidden = inv.pids_hidden(targets, slack_mib)
         if report.pids_hidden:

@@ -15,8 +15,11 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 from specsweep.errors import GpuQueryError
 
@@ -78,11 +81,86 @@ class GpuInventory:
         return None
 
 
+@dataclass(frozen=True)
+class SimulatedGpus:
+    """A simulator target's GPUs: the simulator's inventory, never the machine's real ones.
+
+    ``nvidia_smi`` is the stand-in (``specsweep/sim/bin/nvidia-smi``) run with the
+    simulated server's environment, so it reads the inventory that server charges; None
+    when that inventory is the shared scratch one (no ``SPECSWEEP_SIM_GPU_STATE``): every
+    simulator of this user on this machine charges the same simulated GPUs there (rank i
+    on GPU i), so what they list is not this target's alone, and GPU checks would kill
+    or wait on another target's servers (``why`` says so). A real nvidia-smi is never
+    asked for a simulator target: its processes are not the simulator's.
+    """
+
+    nvidia_smi: str | None
+    env: Mapping[str, str] = field(default_factory=dict)
+    why: str = ""
+
+
+_SIMULATED: ContextVar[SimulatedGpus | None] = ContextVar("specsweep_simulated_gpus", default=None)
+
+SIM_GPU_STATE = "SPECSWEEP_SIM_GPU_STATE"  # specsweep.sim.knobs.ENV_GPU_STATE
+
+
+def simulator_nvidia_smi() -> str:
+    """The simulator's nvidia-smi stand-in, shipped with specsweep."""
+    from specsweep.sim.nvidia_smi import BIN_DIR
+
+    return str(BIN_DIR / "nvidia-smi")
+
+
+def simulated_gpus_for(server_env: Mapping[str, str]) -> SimulatedGpus:
+    """What a simulated server started with ``server_env`` (over this environment) calls
+    its GPUs: its own inventory through the stand-in, or none on the scratch inventory."""
+    env = {"SPECSWEEP_SIM_PYTHON": sys.executable, **os.environ, **server_env}
+    if (env.get(SIM_GPU_STATE) or "").strip():
+        return SimulatedGpus(simulator_nvidia_smi(), env)
+    return SimulatedGpus(
+        None,
+        why=f"simulator on the shared scratch GPU inventory (no {SIM_GPU_STATE} in "
+        "server.env): GPU checks skipped, the port and the launch record find its servers",
+    )
+
+
+@contextmanager
+def simulated_gpus(server_env: Mapping[str, str]) -> Iterator[SimulatedGpus]:
+    """Within: GPU queries of this thread ask the simulator, not a real nvidia-smi."""
+    gpus = simulated_gpus_for(server_env)
+    token = _SIMULATED.set(gpus)
+    try:
+        yield gpus
+    finally:
+        _SIMULATED.reset(token)
+
+
+def simulated() -> SimulatedGpus | None:
+    """The simulated GPUs in effect here, None for a real target."""
+    return _SIMULATED.get()
+
+
+def simulated_machine_unborn(exe: str) -> bool:
+    """True when ``exe`` is a simulator target's stand-in and no simulated server has
+    created its machine yet: it has no GPUs, so nothing holds any (the stand-in would
+    answer "No devices were found", as a host without GPUs does)."""
+    sim = _SIMULATED.get()
+    if sim is None or sim.nvidia_smi != exe:
+        return False
+    from specsweep.sim.gpu_inventory import Inventory, state_dir
+
+    return not Inventory(state_dir(sim.env)).gpus()
+
+
 def find_nvidia_smi(executable: str | os.PathLike[str] | None = None) -> str | None:
-    """The nvidia-smi to run: the explicit one, else the first on PATH, else None."""
+    """The nvidia-smi to run: the explicit one, else a simulator target's stand-in (None on
+    the scratch inventory), else the first on PATH, else None."""
     if executable is not None:
         path = os.fspath(executable)
         return path if os.access(path, os.X_OK) else shutil.which(path)
+    sim = _SIMULATED.get()
+    if sim is not None:
+        return sim.nvidia_smi
     return shutil.which("nvidia-smi")
 
 
@@ -98,9 +176,11 @@ def _int(cell: str) -> int | None:
 
 
 def _run(exe: str, args: Sequence[str], timeout_s: float) -> str:
+    sim = _SIMULATED.get()
+    env = dict(sim.env) if sim is not None and sim.nvidia_smi == exe else None
     try:
         out = subprocess.run(
-            [exe, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+            [exe, *args], capture_output=True, text=True, timeout=timeout_s, check=False, env=env
         )
     except subprocess.TimeoutExpired as exc:
         raise GpuQueryError(f"{exe} {' '.join(args)} did not answer in {timeout_s:.0f}s") from exc
@@ -139,6 +219,8 @@ def query(
     exe = find_nvidia_smi(executable)
     if exe is None:
         return None
+    if simulated_machine_unborn(exe):
+        return GpuInventory((), ())
     gpu_csv = _run(exe, [f"--query-gpu={GPU_QUERY}", CSV], timeout_s)
     app_csv = _run(exe, [f"--query-compute-apps={APP_QUERY}", CSV], timeout_s)
     return parse(gpu_csv, app_csv)
@@ -148,6 +230,8 @@ def memory_used(
     executable: str, gpus: Sequence[int] | None = None, timeout_s: float = 15.0
 ) -> dict[int, int]:
     """memory.used per GPU index with one cheap call (the memory-release poll)."""
+    if simulated_machine_unborn(executable):
+        return {}
     rows = _rows(_run(executable, ["--query-gpu=index,memory.used", CSV], timeout_s))
     used = {int(r[0]): _int(r[1]) or 0 for r in rows if len(r) >= 2 and r[0].isdigit()}
     return {i: m for i, m in used.items() if gpus is None or i in gpus}

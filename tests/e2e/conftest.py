@@ -1,6 +1,7 @@
 """One real Prefect stack per session: `prefect server start` (SQLite, its own
-PREFECT_HOME) on a loopback port, `specsweep deploy`, and a process worker, all
-as separate processes talking HTTP, exactly as a user runs them.
+PREFECT_HOME) on a loopback port, `specsweep deploy`, and `specsweep worker` (Prefect's
+process worker that also names new runs), all as separate processes talking HTTP,
+exactly as a user runs them.
 
 `pg_prefect` is the same server on PostgreSQL (a cluster from Debian's packages on
 127.0.0.1, tests/postgres.py), with nothing deployed: tests deploy and start their own
@@ -74,8 +75,8 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectS
             stack = PrefectStack(server.api, server.env, project, config_data, root)
             deployed = stack.cli("specsweep", "deploy", "-c", "sweep.yaml", "--pool", POOL)
             assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-            worker = _start(
-                [str(BIN / "prefect"), "worker", "start", "--pool", POOL, "--name", "e2e-worker"],
+            worker = _start(  # names and tags each run as soon as it is created
+                [str(BIN / "specsweep"), "worker", "--pool", POOL, "--name", "e2e-worker"],
                 server.env,
                 project,
                 root / "worker.log",

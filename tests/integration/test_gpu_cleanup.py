@@ -27,6 +27,7 @@ from specsweep.results.store import ResultsStore
 from specsweep.sim.gpu_inventory import Inventory
 from specsweep.sim.nvidia_smi import BIN_DIR
 from specsweep.targets.cleanup import kill_stale
+from specsweep.targets.gpus import simulated_gpus
 from specsweep.targets.local import LocalRunner
 from specsweep.targets.teardown import stop_server
 from tests.conftest import FAST_SIM_ENV, free_port, sim_config_data
@@ -359,3 +360,70 @@ def test_teardown_names_what_still_holds_the_memory(host, tmp_path):
     assert limit == {0: 1024} and report.release_s is None and alive(sleeper)
     assert any(f"pid {sleeper}" in h for h in report.holders)
     assert "NOT back under its limit" in report.summary() and f"pid {sleeper}" in report.summary()
+
+
+def machine_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A machine nvidia-smi first on PATH (the stand-in's directory taken off it) that
+    leaves a mark and fails: a simulator target must never ask it."""
+    bin_dir = tmp_path / "machine-bin"
+    bin_dir.mkdir()
+    mark = tmp_path / "machine-nvidia-smi-called"
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\necho called >> {mark}\nexit 9\n")
+    exe.chmod(0o755)
+    rest = [p for p in os.environ["PATH"].split(os.pathsep) if p != str(BIN_DIR)]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), *rest]))
+    return mark
+
+
+def test_a_simulator_target_reads_its_own_gpus_through_the_stand_in(host, tmp_path, monkeypatch):
+    port = free_port()
+    launcher = host.sim_server(port)  # charged in this test's inventory
+    inventory = {"SPECSWEEP_SIM_GPU_STATE": os.environ["SPECSWEEP_SIM_GPU_STATE"]}
+    monkeypatch.delenv("SPECSWEEP_SIM_GPU_STATE")  # named by the config's server.env only
+    mark = machine_nvidia_smi(tmp_path, monkeypatch)
+    outside = kill_stale(LocalRunner(tmp_path / "w"), free_port(), gpus=[0])
+    assert any("nvidia-smi failed" in w for w in outside.warnings) and mark.exists()
+    mark.unlink()
+
+    with simulated_gpus(inventory) as gpus:
+        assert gpus.nvidia_smi == str(BIN_DIR / "nvidia-smi")
+        report = kill_stale(LocalRunner(tmp_path / "w"), port, gpus=[0], grace_s=5)
+    assert not mark.exists()  # the machine's nvidia-smi was not asked
+    assert report.gpu_checked and report.memory_before[0] > 100_000
+    assert report.notes == [] and report.warnings == []  # no "nvidia-smi not found"
+    assert launcher in report.killed_pids and not alive(launcher)
+    assert report.memory_after[0] <= report.memory_limit[0] and host.used(0) == 0
+
+
+def test_on_the_scratch_inventory_a_simulator_target_skips_gpu_checks_quietly(
+    host, tmp_path, monkeypatch
+):
+    """The scratch inventory is every simulator's of this user: a server of another target
+    on the same simulated GPU is not this target's to kill, nor its memory to wait for."""
+    theirs = host.sim_server(free_port())  # another simulated target, on simulated GPU 0
+    state = os.environ["SPECSWEEP_SIM_GPU_STATE"]
+    monkeypatch.delenv("SPECSWEEP_SIM_GPU_STATE")  # nothing names an inventory
+    mark = machine_nvidia_smi(tmp_path, monkeypatch)
+    with simulated_gpus({}) as gpus:
+        assert gpus.nvidia_smi is None and "scratch" in gpus.why
+        report = kill_stale(LocalRunner(tmp_path / "w"), free_port(), grace_s=1)
+    assert alive(theirs) and report.killed_pids == [] and not mark.exists()
+    assert not report.gpu_checked and report.notes == [] and report.warnings == []
+
+    # what GPU checks would do there: claim it, an sglang process of this user on a target GPU
+    monkeypatch.setenv("SPECSWEEP_SIM_GPU_STATE", state)
+    with simulated_gpus({}):
+        report = kill_stale(LocalRunner(tmp_path / "w"), free_port(), grace_s=1)
+    assert theirs in report.killed_pids and not alive(theirs)
+
+
+def test_a_simulated_machine_no_server_created_yet_holds_nothing(tmp_path, monkeypatch):
+    """The first variant's kill-stale on a fresh inventory: no GPUs yet, nothing to free,
+    no 'nvidia-smi failed: No devices were found'."""
+    mark = machine_nvidia_smi(tmp_path, monkeypatch)
+    unborn = {"SPECSWEEP_SIM_GPU_STATE": str(tmp_path / "unborn")}
+    with simulated_gpus(unborn):
+        report = kill_stale(LocalRunner(tmp_path / "w"), free_port(), gpus=[0])
+    assert report.gpu_checked and report.memory_before == {} and report.memory_after == {}
+    assert report.notes == [] and report.warnings == [] and not mark.exists()

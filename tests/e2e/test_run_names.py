@@ -1,0 +1,155 @@
+"""What the UI shows of a run before and after it starts, on a real server with the
+real `specsweep worker` (issue 19): the name and tags a run gets when it is created,
+the nightly's upcoming runs named in the schedule's timezone, the deployment's limits,
+the variant subflows' tags, and the simulator's GPUs read through its nvidia-smi.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+import requests
+
+from specsweep.results.store import ResultsStore
+from tests.e2e.conftest import TARGET, PrefectStack, as_param, flow_run_id
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+LABEL_WITHIN_S = 10.0  # the worker labels every 2 s and before each poll
+
+
+def deployment(stack: PrefectStack, name: str) -> dict[str, Any]:
+    return stack.get(f"/deployments/name/{name}/{name}")
+
+
+def post_retrying(stack: PrefectStack, path: str, body: dict[str, Any]) -> Any:
+    """POST as Prefect's own client does: a 503 (SQLite busy under load) is retried."""
+    for attempt in range(5):
+        response = requests.post(f"{stack.api}{path}", json=body, timeout=10)
+        if response.status_code != 503:
+            break
+        time.sleep(0.5 * 2**attempt)
+    response.raise_for_status()
+    return response.json() if response.content else None
+
+
+def wait_named(stack: PrefectStack, run_id: str, name: str) -> tuple[dict[str, Any], float]:
+    """The run once it carries `name`, and how long after the call that took."""
+    start = time.monotonic()
+    while True:
+        run = stack.get(f"/flow_runs/{run_id}")
+        if run["name"] == name:
+            return run, time.monotonic() - start
+        assert time.monotonic() - start < LABEL_WITHIN_S, (run["name"], run["tags"])
+        time.sleep(0.1)
+
+
+def test_a_run_from_the_form_is_named_and_tagged_when_it_is_created(prefect_stack):
+    """What the UI form posts: a random name, the form's parameters, a start in an hour
+    (so no worker starts it while the test looks)."""
+    dep = deployment(prefect_stack, "step-sweep")
+    config = {**prefect_stack.config_data, "load": {**prefect_stack.config_data["load"]}}
+    config["load"]["concurrency"] = [1, 2, 4]  # the levels changed in the form
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    run = post_retrying(
+        prefect_stack,
+        f"/deployments/{dep['id']}/create_flow_run",
+        {
+            "name": "zeta2-enya-p",
+            "parameters": {"config": config, "run_id": "named-at-creation"},
+            "state": {"type": "SCHEDULED", "state_details": {"scheduled_time": later}},
+        },
+    )
+    try:
+        assert run["name"] == "zeta2-enya-p"
+        named, took = wait_named(prefect_stack, run["id"], f"step-sweep/{TARGET}/steps=2/c=1,2,4")
+        assert named["state_type"] == "SCHEDULED" and took < LABEL_WITHIN_S
+        assert set(named["tags"]) == {
+            "specsweep", "step-sweep", f"target:{TARGET}", "run:named-at-creation"
+        }  # fmt: skip
+    finally:
+        requests.delete(f"{prefect_stack.api}/flow_runs/{run['id']}", timeout=10)
+
+
+def test_the_nightlys_upcoming_runs_are_named_in_the_schedules_timezone(prefect_stack):
+    dep = deployment(prefect_stack, "nightly-regression")
+    # what the scheduler service does every minute, now: insert the next nights' runs
+    post_retrying(prefect_stack, f"/deployments/{dep['id']}/schedule", {})
+    flt = {
+        "deployments": {"id": {"any_": [dep["id"]]}},
+        "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
+    }
+    runs = prefect_stack.post("/flow_runs/filter", flt)
+    assert runs, "the scheduler created no runs"
+    berlin = ZoneInfo("Europe/Berlin")
+    for run in runs:
+        start = datetime.fromisoformat(run["expected_start_time"]).astimezone(berlin)
+        assert (start.hour, start.minute) == (2, 0)
+        named, _ = wait_named(
+            prefect_stack,
+            run["id"],
+            f"nightly-regression/{TARGET}/{start:%Y-%m-%d} 02:00 Europe/Berlin",
+        )
+        assert {"auto-scheduled", "nightly", "specsweep", f"target:{TARGET}"} == set(named["tags"])
+        assert named["created_by"]["display_value"] == (
+            "Nightly at 02:00 Europe/Berlin (cron 0 2 * * *)"
+        )
+
+
+def test_the_deployment_shows_its_schedule_zone_and_limits(prefect_stack):
+    nightly = deployment(prefect_stack, "nightly-regression")
+    [schedule] = nightly["schedules"]
+    assert schedule["slug"] == "Nightly at 02:00 Europe/Berlin (cron 0 2 * * *)"  # the UI's label
+    assert "Nightly at 02:00 Europe/Berlin (cron 0 2 * * *)." in nightly["description"]
+    for name in ("step-sweep", "topk-sweep", "matrix-sweep", "nightly-regression"):
+        dep = deployment(prefect_stack, name)
+        assert dep["global_concurrency_limit"]["limit"] == 1  # "Concurrency Limit: 1"
+        assert dep["concurrency_options"]["collision_strategy"] == "ENQUEUE"
+        assert f"global concurrency limit `specsweep-target-{TARGET}`." in dep["description"]
+    limit = prefect_stack.get(f"/v2/concurrency_limits/specsweep-target-{TARGET}")
+    assert limit["limit"] == 1
+
+
+def test_a_sweep_keeps_its_name_and_its_variants_carry_its_tags(prefect_stack, tmp_path):
+    """Created by the CLI, named before it starts, the same name after; each variant
+    subflow has the run's tags and its own; the simulator's own GPU inventory is read
+    through its nvidia-smi stand-in (no 'nvidia-smi not found'), by the real flow."""
+    data = prefect_stack.sweep_config(tmp_path, load={"concurrency": [1]})
+    data["server"]["env"]["SPECSWEEP_SIM_GPU_STATE"] = str(tmp_path / "gpus")
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
+        "--param", "run_id=tagged-run",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_id = flow_run_id(proc.stdout)
+    name = f"step-sweep/{TARGET}/steps=2/c=1"
+    named, _ = wait_named(prefect_stack, run_id, name)
+    assert named["state_type"] in {"SCHEDULED", "PENDING"}, named["state_type"]  # not started
+    run = prefect_stack.wait_state(run_id, {"COMPLETED", "FAILED", "CRASHED"}, 150)
+    assert run["state_type"] == "COMPLETED", run["state"]
+    assert run["name"] == name
+    parent_tags = {"specsweep", "step-sweep", f"target:{TARGET}", "run:tagged-run"}
+    assert set(run["tags"]) == parent_tags
+
+    children = prefect_stack.post(
+        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [run_id]}}}
+    )
+    assert sorted(c["name"] for c in children) == ["variant/baseline", "variant/eagle3-s2-k1-d3"]
+    for child in children:
+        label = child["name"].removeprefix("variant/")
+        assert set(child["tags"]) == parent_tags | {f"variant:{label}"}
+
+    logs = prefect_stack.post(
+        "/logs/filter", {"logs": {"flow_run_id": {"any_": [c["id"] for c in children]}}}
+    )
+    text = "\n".join(entry["message"] for entry in logs)
+    assert "killed stale server processes" in text or "no stale servers" in text
+    assert "nvidia-smi not found" not in text and "GPU memory not checked" not in text
+    phases = ResultsStore(str(tmp_path / "results")).read_phases("tagged-run")
+    assert {v: "gpu_mib_at_start" in p for v, p in phases.items()} == {
+        "baseline": True, "eagle3-s2-k1-d3": True
+    }  # fmt: skip

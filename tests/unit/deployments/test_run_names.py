@@ -1,0 +1,118 @@
+"""Run names and tags: one pure function per flow, the same at creation and at start."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from prefect.client.schemas.objects import CreatedBy, DeploymentSchedule
+from prefect.client.schemas.schedules import CronSchedule
+
+from flows.matrix_sweep import matrix_sweep_run_name, run_tags, short_list
+from flows.nightly_regression import nightly_run_name, schedule_timezone
+from flows.step_sweep import step_sweep_run_name
+from flows.topk_sweep import topk_sweep_run_name
+from specsweep.config.file import parse_config
+from specsweep.config.schedule import NightlySchedule, local_time
+from tests.conftest import sim_config_data
+
+
+def params(tmp_path: Path, **sections: Any) -> dict[str, Any]:
+    """A run's parameters as the API holds them: the config as plain JSON."""
+    return {"config": sim_config_data(tmp_path, 31000, **sections)}
+
+
+def test_the_step_sweep_name_follows_what_the_form_changed(tmp_path):
+    base = params(tmp_path, step_sweep={"num_steps": [1, 2, 3]}, load={"concurrency": [1, 2, 4]})
+    assert step_sweep_run_name(base) == "step-sweep/test-host/steps=1,2,3/c=1,2,4"
+    levels = params(tmp_path, step_sweep={"num_steps": [1, 2, 3]}, load={"concurrency": [8, 16]})
+    assert step_sweep_run_name(levels) == "step-sweep/test-host/steps=1,2,3/c=8,16"
+    shapes = params(tmp_path, load={"concurrency": [1], "input_len": [512, 4096]})
+    assert (
+        step_sweep_run_name(shapes) == "step-sweep/test-host/steps=2/c=1/in512-out16,in4096-out16"
+    )
+
+
+def test_the_validated_config_names_the_run_as_its_json_does(tmp_path):
+    """The flow names itself from its validated parameters, the labeller from the API's
+    JSON: both must give the same name, or a run would be renamed when it starts."""
+    raw = params(tmp_path, load={"concurrency": [1, 2, 4, 8, 16, 32, 64]})
+    validated = {"config": parse_config(raw["config"]), "run_id": None}
+    assert step_sweep_run_name(validated) == step_sweep_run_name(raw)
+    assert step_sweep_run_name(raw) == "step-sweep/test-host/steps=2/c=1,2,4,8,+3"
+
+
+def test_topk_and_matrix_names_show_their_variants_and_levels(tmp_path):
+    topk = {"algorithm": "EAGLE3", "draft_model_path": "sim/d", "num_steps": 3, "topk": [1, 2, 4]}
+    data = params(tmp_path, topk_sweep=topk)
+    assert topk_sweep_run_name(data) == "topk-sweep/test-host/topk=1,2,4/c=1,4"
+    assert matrix_sweep_run_name(data).startswith("matrix-sweep/test-host/baseline,")
+    assert matrix_sweep_run_name(data).endswith("/c=1,4")
+    assert step_sweep_run_name(params(tmp_path, step_sweep=None)) == (
+        "step-sweep/test-host/steps=?/c=1,4"
+    )
+
+
+def test_a_config_that_does_not_validate_still_names_its_run(tmp_path):
+    data = params(tmp_path, load={"concurrency": []})
+    assert step_sweep_run_name(data) == "step-sweep/test-host/invalid-config"
+    assert nightly_run_name({}, None) == "nightly-regression/?/unscheduled"
+    assert run_tags({"config": {"target": {"name": "gpu-a"}}}) == ["target:gpu-a"]
+
+
+def test_short_list_keeps_four_items():
+    assert short_list([1, 2, 3, 4]) == "1,2,3,4"
+    assert short_list(list(range(1, 8))) == "1,2,3,4,+3"
+
+
+@pytest.mark.parametrize(
+    ("utc", "local"),
+    [
+        (datetime(2026, 12, 3, 1, 0, tzinfo=UTC), "2026-12-03 02:00 Europe/Berlin"),  # CET
+        (datetime(2026, 7, 3, 0, 0, tzinfo=UTC), "2026-07-03 02:00 Europe/Berlin"),  # CEST
+    ],
+)
+def test_the_nightly_name_is_the_scheduled_time_in_the_schedules_zone(tmp_path, utc, local):
+    assert nightly_run_name(params(tmp_path), utc, "Europe/Berlin") == (
+        f"nightly-regression/test-host/{local}"
+    )
+
+
+def test_the_nightly_name_without_a_schedule_says_utc(tmp_path):
+    utc = datetime(2026, 12, 3, 1, 0, tzinfo=UTC)
+    assert (
+        nightly_run_name(params(tmp_path), utc)
+        == "nightly-regression/test-host/2026-12-03 01:00 UTC"
+    )
+    assert local_time(utc, "Not/AZone") == "2026-12-03 01:00 UTC"
+
+
+def test_the_timezone_is_the_creating_schedules():
+    def entry(zone: str) -> DeploymentSchedule:
+        return DeploymentSchedule(
+            id=uuid4(), schedule=CronSchedule(cron="0 2 * * *", timezone=zone)
+        )
+
+    berlin, tokyo = entry("Europe/Berlin"), entry("Asia/Tokyo")
+    by_tokyo = CreatedBy(id=tokyo.id, type="SCHEDULE", display_value="nightly")
+    assert schedule_timezone([berlin, tokyo], by_tokyo) == "Asia/Tokyo"
+    user = CreatedBy(id=uuid4(), type="USER", display_value="someone")
+    assert schedule_timezone([berlin, tokyo], user) == "Europe/Berlin"  # a run from the form
+    assert schedule_timezone([berlin], None) == "Europe/Berlin"
+    assert schedule_timezone([], None) is None
+
+
+def test_run_tags_name_the_target_and_the_run_id(tmp_path):
+    assert run_tags(params(tmp_path)) == ["target:test-host"]
+    assert run_tags({**params(tmp_path), "run_id": "ui-run"}) == ["target:test-host", "run:ui-run"]
+
+
+def test_the_schedule_says_its_time_and_zone():
+    assert NightlySchedule().describe() == "Nightly at 02:00 Europe/Berlin (cron 0 2 * * *)"
+    assert NightlySchedule("30 23 * * *", "Asia/Tokyo").describe() == (
+        "Nightly at 23:30 Asia/Tokyo (cron 30 23 * * *)"
+    )
+    assert NightlySchedule("5 3 * * 1").describe() == "Cron 5 3 * * 1 in Europe/Berlin"
