@@ -5,7 +5,9 @@ pool (the hosts' workers run it) and `fleet-sweep` in the orchestrator pool
 (never on a host: it would hold the host's only slot while waiting for the
 variants), creates each host's global concurrency limit, and the zombie
 automation from Prefect's docs: a flow run whose heartbeats stop for
-`lost_after_s` is marked Crashed, which is how a sweep learns its host is gone.
+`lost_after_s` is marked Crashed, which is how a sweep learns its host is gone. Each host
+also gets its own work queue in the fleet pool (the sweep pins its baselines there; the
+host's worker creates it too, for a host added after the deploy).
 
 Each host's worker is `deployments/fleet_worker.py`.
 """
@@ -25,6 +27,7 @@ from prefect.events.schemas.automations import EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
 
 from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
+from deployments.fleet_worker import ensure_host_queue
 from flows.fleet_sweep import fleet_sweep
 from flows.fleet_variant import HOST_TAG, fleet_variant
 from flows.target_lock import ensure_target_limit, target_lock_name
@@ -91,11 +94,12 @@ def deploy_fleet(
     sweep_pool: str = DEFAULT_POOL,
     working_dir: Path | None = None,
 ) -> list[UUID]:
-    """Register the fleet's deployments, pools, host limits and zombie automation."""
+    """Register the fleet's deployments, pools, host queues and limits, zombie automation."""
     check_sweep_pool(fleet, sweep_pool)
     for pool in (fleet.pool, sweep_pool):
         ensure_process_pool(pool)
     for host in fleet.hosts:
+        ensure_host_queue(fleet.pool, host.name)
         ensure_target_limit(target_lock_name(config_for_host(config, host)))
     ensure_zombie_automation(fleet.lost_after_s)
     parameters = {"config": config.model_dump(mode="json"), "fleet": fleet.model_dump(mode="json")}

@@ -1,5 +1,11 @@
-"""A fleet host's worker: Prefect's process worker that stops asking for work while its
-host fails its pre-flight check.
+"""A fleet host's worker: Prefect's process worker that polls the pool's shared queue and
+its host's own, and stops asking for work while its host fails its pre-flight check.
+
+Pinning: a run submitted to the host's queue (`specsweep.fleet.hosts.host_queue`, a
+baseline or calibration the sweep needs measured on this host) goes to this worker and no
+other, since no other worker polls that queue (Prefect's `get_scheduled_flow_runs` returns
+only runs of the queues a worker names). The host queue ranks ahead of the default one, so
+a pinned run is taken before the shared variants queued before it.
 
 A host that breaks while its worker runs (SSH gone, results mount lost) would otherwise
 take every variant that comes along and fail each one. Here a variant run that finds its
@@ -11,20 +17,30 @@ polls again. Placement stays Prefect's: a worker that does not poll gets no runs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import WorkPoolCreate
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.settings import PREFECT_WORKER_HEARTBEAT_SECONDS
 from prefect.utilities.processutils import setup_signal_handlers_worker
+from prefect.variables import Variable
 from prefect.workers.process import ProcessWorker
 
 from specsweep.config.fleet import HOST_ENV, MARKER_ENV, Fleet, FleetHost, worker_name
 from specsweep.errors import SpecsweepError
+from specsweep.fleet.hosts import facts_value, facts_variable, host_queue
+
+if TYPE_CHECKING:
+    from specsweep.targets.server_facts import ServerFacts
 
 
 def _say(message: str, *args: object) -> None:
@@ -75,6 +91,42 @@ class HostGate:
         return True
 
 
+def ensure_host_queue(pool: str, host: str) -> list[str]:
+    """The queues `host`'s worker polls: the pool's default (shared) queue and the host's
+    own, created ahead of the default one (priority 1; Prefect moves the others down)."""
+    name = host_queue(host)
+    with get_client(sync_client=True) as client:
+        try:
+            work_pool = client.read_work_pool(pool)
+        except ObjectNotFound:
+            client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+            work_pool = client.read_work_pool(pool)
+        try:
+            client.read_work_queue_by_name(name, work_pool_name=pool)
+        except ObjectNotFound:
+            # (its worker and `fleet deploy` may create it at the same moment)
+            with contextlib.suppress(ObjectAlreadyExists):
+                client.create_work_queue(
+                    name=name,
+                    work_pool_name=pool,
+                    priority=1,
+                    description=f"Runs only fleet host {host} takes (its baselines).",
+                )
+        assert work_pool.default_queue_id is not None
+        shared = client.read_work_queue(work_pool.default_queue_id).name
+    return [shared, name]
+
+
+def publish_facts(pool: str, host: str, facts: ServerFacts | None) -> None:
+    """What the host's pre-flight check saw, for the sweep's baseline plan; None (started
+    without the check) removes what an earlier start published: it may be stale."""
+    name = facts_variable(pool, host)
+    if facts is None:
+        Variable.unset(name)
+        return
+    Variable.set(name, facts_value(facts, host), tags=["specsweep", "fleet-facts"], overwrite=True)
+
+
 def marker_path(fleet: Fleet, host: FleetHost, state_dir: Path) -> Path:
     return (state_dir / f"{fleet.name}-{host.name}.unavailable").resolve()
 
@@ -99,6 +151,7 @@ def run_host_worker(
     state_dir: Path = Path(".specsweep/fleet"),
 ) -> None:
     """Run the host's worker in this process until interrupted (SIGINT/SIGTERM)."""
+    queues = ensure_host_queue(fleet.pool, host.name)
     marker = marker_path(fleet, host, state_dir)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)  # the start-up pre-flight just passed
@@ -109,6 +162,7 @@ def run_host_worker(
     worker = ProcessWorker(
         work_pool_name=fleet.pool,
         name=worker_name(fleet.name, host.name),
+        work_queues=queues,  # the shared queue and this host's own (pinned baselines)
         limit=1,  # one flow run, so one server, at a time on this host
         heartbeat_interval_seconds=int(PREFECT_WORKER_HEARTBEAT_SECONDS.value()),
     )

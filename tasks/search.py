@@ -3,11 +3,13 @@ kept apart from the measurements) and a level the search chose not to measure.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from specsweep.analysis.baselines import kind_frames
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.load import Shape
 from specsweep.pipeline import VariantServer
@@ -28,10 +30,18 @@ def plan_next_launch(
     store the final predictions of every variant with why it was (not) launched.
 
     Returns (the variant to launch, why, done): no variant and not done means wait for the
-    variants in flight (a fleet)."""
+    variants in flight (a fleet).
+
+    A fleet run with a baseline plan (the hosts table) is fitted on its first GPU kind's
+    rows as the answer sees them: the reference's baseline, and each variant from one host
+    of that kind, put on the reference's scale where that host measured its own baseline
+    (`analysis.baselines.kind_frames`); raw rows would mix hosts of different speeds."""
     logger = get_run_logger()
     store = ResultsStore(config.results_dir)
     so_far = RunSoFar.read(store, run_id)
+    frames = kind_frames(so_far.levels, store.read_host_plans(run_id))
+    if frames:
+        so_far = replace(so_far, levels=next(iter(frames.values())))
     # several shapes: every cell counts from the start; one: the rows' own shape
     shapes = [s.label for s in config.load.shape_list()] if config.load.multi_shape else None
     step = next_step(

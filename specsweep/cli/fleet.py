@@ -22,6 +22,7 @@ from specsweep.config.file import load_config
 from specsweep.config.fleet import Fleet, check_sweep_pool, config_for_host, load_fleet
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError, SpecsweepError, SweepFailed
+from specsweep.fleet.hosts import host_queue
 from specsweep.targets.preflight import check_host
 
 fleet_app = typer.Typer(
@@ -83,7 +84,8 @@ def deploy(
         str, typer.Option(help="Pool whose worker runs fleet-sweep itself (not a host's).")
     ] = "specsweep",
 ) -> None:
-    """Register fleet-variant (hosts' pool) and fleet-sweep, host limits, zombie automation."""
+    """Register fleet-variant (hosts' pool) and fleet-sweep, host queues and limits, zombie
+    automation."""
     prefect_env()
     fl, cfg = _load(fleet, config)
     assert cfg is not None
@@ -101,6 +103,7 @@ def deploy(
     console.print(f"{len(ids)} deployments on {url}: fleet-variant/fleet-variant (pool "
                   f"{fl.pool}), fleet-sweep/fleet-sweep (pool {sweep_pool})")  # fmt: skip
     console.print(f"host limits: {', '.join('specsweep-target-' + h.name for h in fl.hosts)}")
+    console.print(f"host queues in {fl.pool}: {', '.join(host_queue(h.name) for h in fl.hosts)}")
     console.print(f"automation: {ZOMBIE_AUTOMATION} (lost after {fl.lost_after_s} s)")
     console.print("next, on each host: specsweep fleet worker --fleet <fleet.yaml> --host <name>")
 
@@ -119,8 +122,10 @@ def worker(
         float, typer.Option(help="While the host is unavailable, re-check it this often.")
     ] = 60.0,
 ) -> None:
-    """Run the host's Prefect worker (one flow run at a time). A host failing its pre-flight
-    check gets no worker; one that fails it later takes no work until it passes again."""
+    """Run the host's Prefect worker (one flow run at a time), polling the pool and the
+    host's own queue (its pinned baselines). A host failing its pre-flight check gets no
+    worker; one that fails it later takes no work until it passes again. The check's GPU
+    facts are published for the sweep's baseline plan."""
     prefect_env()
     fl, cfg = _load(fleet, config)
     try:
@@ -128,6 +133,7 @@ def worker(
     except ConfigError as exc:
         raise fail(exc) from None
     _use_prefect_secrets()
+    facts = None
     if not skip_check and cfg is not None:
         try:
             facts = check_host(config_for_host(cfg, entry))
@@ -136,7 +142,11 @@ def worker(
             raise typer.Exit(1) from None
         console.print(f"host {host}: ok ({facts.gpu_count or '?'} x {facts.gpu_name or '?'})")
     api_url()
-    from deployments.fleet_worker import run_host_worker
+    from deployments.fleet_worker import publish_facts, run_host_worker
+
+    # The sweep groups hosts by GPU kind from these before anything runs; unchecked, a host
+    # has an unknown kind (it measures its own baseline), never a stale one.
+    publish_facts(fl.pool, host, facts)
 
     def recheck() -> None:
         assert cfg is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import signal
 import socket
 import subprocess
@@ -28,6 +29,7 @@ import psutil
 import pytest
 import yaml
 
+from specsweep.analysis.answer import analyze_run
 from specsweep.results.store import ResultsStore
 from specsweep.targets.launch_record import LaunchState
 from tests.conftest import free_port, sim_config_data
@@ -81,12 +83,18 @@ def _wait(predicate, timeout: float, what: str, log: Path | None = None):
 
 
 def _start_worker(
-    pg: PrefectServer, root: Path, host: str, *, skip_check: bool = False
+    pg: PrefectServer,
+    root: Path,
+    host: str,
+    *,
+    skip_check: bool = False,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`specsweep fleet worker` for one host, as its operator starts it."""
+    """`specsweep fleet worker` for one host, as its operator starts it; `env`: what this
+    host's environment adds (its servers inherit it)."""
     argv = [str(BIN / "specsweep"), "fleet", "worker", "-f", "fleet.yaml", "-c", "sweep.yaml",
             "--host", host, *(["--skip-check"] if skip_check else [])]  # fmt: skip
-    return start_process(argv, pg.env, root, root / f"worker-{host}.log")
+    return start_process(argv, pg.env | (env or {}), root, root / f"worker-{host}.log")
 
 
 def _wait_for_workers(pg: PrefectServer, pool: str, count: int, log: Path) -> None:
@@ -123,6 +131,10 @@ def test_a_fleet_sweep_spreads_variants_and_reruns_a_lost_hosts_variant(
     pg_prefect: PrefectServer, tmp_path: Path
 ):
     sweep, fleet = _write_project(tmp_path)
+    # One baseline anywhere: this test is about placement and lost hosts (pinned baselines
+    # are the next test's, and the cancellation test's)
+    fleet["baseline"] = "once"
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
     run_id = f"fleet-e2e-{uuid.uuid4().hex[:6]}"  # this test's runs, whatever ran before
     deployed = pg_prefect.cli(
         "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
@@ -277,41 +289,139 @@ def test_cancelling_a_fleet_sweep_cancels_its_variants_and_stops_their_servers(
     assert LaunchState(Path(host["target"]["workdir"]) / "launched.json").entries() == []
 
 
+def _pivots_agree(a, b) -> bool:
+    """One variant's pivot in two answers agrees up to noise: the same kind, or a crossing
+    and an inconclusive bracket; either way their 95% ranges (a bracket's open end
+    unbounded) overlap."""
+    kinds = {a.kind, b.kind}
+    if a.kind != b.kind and not kinds <= {"crosses", "inconclusive"}:
+        return False
+    if not kinds <= {"crosses", "inconclusive"}:
+        return True
+
+    def span(p) -> tuple[float, float]:
+        return (p.low if p.low is not None else 0.0, p.high if p.high is not None else math.inf)
+
+    (lo_a, hi_a), (lo_b, hi_b) = span(a), span(b)
+    return lo_a <= hi_b and lo_b <= hi_a
+
+
 @pytest.mark.timeout(600)
-def test_a_fleet_runs_an_adaptive_search_handing_out_variants_as_hosts_free_up(
+def test_a_fleet_with_a_slower_host_answers_as_one_host_does(
     pg_prefect: PrefectServer, tmp_path: Path
 ):
-    """search: adaptive on two hosts: the search asks again each time a host frees up."""
+    """search: adaptive on two hosts of one GPU kind, gpu-b 20% slower (its simulator's
+    GPU speed 0.8), fleet.baseline per_gpu_kind (the default): gpu-a measures the kind's
+    baseline, gpu-b its calibration level (c=1), which fails, so it measures its own;
+    every speedup is within a host, and the answer is the one a single host gives. The
+    search hands out only the speculative variants, as hosts free up."""
     sweep, fleet = _write_project(tmp_path)
     sweep["search"] = "adaptive"
+    sweep["step_sweep"]["num_steps"] = [1, 3]  # a clear answer: s3 at c=1, baseline at 16
+    sweep["load"] |= {
+        "concurrency": [1, 16], "output_len": 64, "min_requests": 16, "requests_per_stream": 4,
+    }  # fmt: skip
+    # simulated time at a tenth of real time (not a twentieth): the load generator then
+    # needs half the CPU per measured second, on a machine all these processes share
+    sweep["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.1"
     fleet["hosts"] = fleet["hosts"][: len(HOSTS)]  # both alive; no broken host
+    # c=1: the least CPU per token of the load generator (the "hosts" share 2 CPUs here)
+    fleet["calibration"] = {"concurrency": 1}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    # The same sweep on one host at full speed, through `specsweep run`.
+    one = tmp_path / "one"
+    one.mkdir()
+    single = sweep | {
+        "target": {"kind": "local", "name": "one-host", "workdir": str(one / "work")},
+        "results_dir": str(one / "results"),
+        "server": sweep["server"] | {"port": free_port()},
+    }
+    (one / "sweep.yaml").write_text(yaml.safe_dump(single))
     run_id = f"fleet-search-{uuid.uuid4().hex[:6]}"
-    deployed = pg_prefect.cli(
-        "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
-    )
-    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    workers = [_start_worker(pg_prefect, tmp_path, h) for h in HOSTS]
+    alone = start_process(  # meanwhile: it is done long before the fleet
+        [str(BIN / "specsweep"), "run", "step-sweep", "-c", "sweep.yaml", "--run-id", "one"],
+        pg_prefect.env, one, one / "run.log",
+    )  # fmt: skip
+    slow = {VICTIM: {"SPECSWEEP_SIM_GPU_SPEED": "0.8"}}  # the worker's env: its server's
+    # the workers create the pool and their own queues; deploy creates them too
+    procs = [alone, *(_start_worker(pg_prefect, tmp_path, h, env=slow.get(h)) for h in HOSTS)]
     sweep_log = tmp_path / "sweep.log"
     try:
+        deployed = pg_prefect.cli(
+            "specsweep", "fleet", "deploy", "-f", "fleet.yaml", "-c", "sweep.yaml", cwd=tmp_path
+        )
+        assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+        assert "host queues in" in deployed.stdout and "host-gpu-b" in deployed.stdout
         _wait_for_workers(pg_prefect, fleet["pool"], 2, tmp_path / f"worker-{HOSTS[0]}.log")
         runner = _start_sweep(pg_prefect, tmp_path, run_id, sweep_log)
-        workers.append(runner)
+        procs.append(runner)
         assert runner.wait(timeout=400) == 0, sweep_log.read_text()[-6000:]
+        assert alone.wait(timeout=60) == 0, (one / "run.log").read_text()[-4000:]
     finally:
-        for proc in workers:
+        for proc in procs:
             stop_process(proc)
     store = ResultsStore(sweep["results_dir"])
+    log = sweep_log.read_text()
+
+    # The plan: gpu-a is the kind's reference; gpu-b failed its calibration at c=1 by about
+    # its slowdown, and measured its own baseline.
+    plans = store.read_host_plans(run_id).set_index("target")
+    assert plans.loc["gpu-a", "role"] == "reference"
+    b = plans.loc["gpu-b"]
+    assert (b["role"], b["baseline_target"], b["passed"]) == ("own_baseline", "gpu-b", False), b
+    # about 0.8; nearer 1 when CPU-bound (a loaded machine): never within the tolerance
+    assert b["calibration_concurrency"] == 1 and 0.7 < b["calibration_ratio"] < 0.93, b
+    assert set(plans["gpu_kind"]) == {"1x simulated"} and set(plans["mode"]) == {"per_gpu_kind"}
+    assert "baselines: gpu-b: calibration at c=1: -" in log, log[-4000:]
+    assert "measures its own baseline" in log
+    # Baselines were pinned: gpu-a's full, gpu-b's calibration then its own full; the
+    # search handed out only the speculative variants.
+    sweeps = pg_prefect.post("/flow_runs/filter", {"flows": {"name": {"any_": ["fleet-sweep"]}}})
+    (parent,) = [r for r in sweeps if r["parameters"].get("run_id") == run_id]
+    children = pg_prefect.post(
+        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [parent["id"]]}}}
+    )
+    baselines = sorted(
+        (r["name"], next(t for t in r["tags"] if t.startswith("baseline:")), r["state_type"])
+        for r in children
+        if r["name"].startswith("fleet-variant/baseline@")
+    )
+    assert baselines == [
+        ("fleet-variant/baseline@gpu-a", "baseline:reference", "COMPLETED"),
+        ("fleet-variant/baseline@gpu-b", "baseline:calibration", "COMPLETED"),
+        ("fleet-variant/baseline@gpu-b", "baseline:own_baseline", "COMPLETED"),
+    ], baselines
+    levels = store.read_levels(run_id)
+    assert not levels.duplicated(["variant", "concurrency", "target"]).any()
+    base = levels[levels["is_baseline"]]
+    # gpu-b's full baseline measured only the level its calibration had not
+    cells = [("gpu-a", 1), ("gpu-a", 16), ("gpu-b", 1), ("gpu-b", 16)]
+    assert sorted(zip(base["target"], base["concurrency"], strict=True)) == cells
+
+    # The search: every variant launched once (both chains are its seeds), on the hosts.
     phases = store.read_phase_files(run_id)
-    launched = {v for v, _, _ in phases}
-    # the baseline and both seeds; the middle chain only if the model said it could win
-    assert {"baseline", "eagle3-s1-k1-d2", "eagle3-s3-k1-d4"} <= launched
-    assert launched <= {"baseline", "eagle3-s1-k1-d2", "eagle3-s2-k1-d3", "eagle3-s3-k1-d4"}
-    assert {t for _, t, _ in phases} <= set(HOSTS)
+    assert {v for v, _, _ in phases} == {"baseline", "eagle3-s1-k1-d2", "eagle3-s3-k1-d4"}
+    assert {t for _, t, _ in phases} == set(HOSTS)
     run_row = store.read_run(run_id)
     assert run_row["status"] == "completed" and run_row["search_stop"]
     final = store.read_predictions(run_id)
     final = final[final["stage"] == "final"]
-    assert set(final["variant"]) == {"baseline", *(f"eagle3-s{n}-k1-d{n + 1}" for n in (1, 2, 3))}
-    assert set(final.loc[final["launched"], "variant"]) == launched
+    assert set(final["variant"]) == {"baseline", "eagle3-s1-k1-d2", "eagle3-s3-k1-d4"}
+    assert final["launched"].all()
+
+    # Every speedup is within a host: each variant is divided by its own host's baseline.
+    answer = analyze_run(store, run_id)
+    assert answer.gpu_kind == "1x simulated"
+    assert (answer.levels["baseline_target"] == answer.levels["target"]).all()
+    # ... and the answer is one host's: the best per level where one host's is clear, and
+    # each variant's pivot (the same kind of crossing, overlapping 95% ranges).
+    reference = analyze_run(ResultsStore(single["results_dir"]), "one")
+    clear = reference.best[~reference.best["near_tie"].astype(bool)]
+    assert len(clear) >= 1, reference.best  # this sweep was chosen for its clear answer
+    fleet_best = answer.best.set_index("concurrency")["best_variant"]
+    for c, best in zip(clear["concurrency"], clear["best_variant"], strict=True):
+        assert fleet_best[c] == best, (c, answer.best, reference.best)
+    assert set(answer.pivots) == set(reference.pivots)
+    for variant, pivot in reference.pivots.items():
+        assert _pivots_agree(answer.pivots[variant], pivot), (answer.pivots, reference.pivots)
