@@ -245,7 +245,7 @@ def _column_parts(widths: list[float], width: float) -> list[list[int]]:
 # the metric's name, its interval's columns or None).
 LEVEL_METRICS: list[tuple[str, str, tuple[str, str] | None]] = [
     ("output_throughput", "output tok/s", ("output_throughput_lo", "output_throughput_hi")),
-    ("speedup_vs_baseline", "speedup vs baseline", ("speedup_lo", "speedup_hi")),
+    ("speedup_vs_baseline", "speedup", ("speedup_lo", "speedup_hi")),  # over the baseline
     ("ttft_ms_p50", "TTFT p50 ms", ("ttft_ms_p50_lo", "ttft_ms_p50_hi")),
     ("ttft_ms_p99", "TTFT p99 ms", ("ttft_ms_p99_lo", "ttft_ms_p99_hi")),
     ("itl_ms_p50", "ITL p50 ms", ("itl_ms_p50_lo", "itl_ms_p50_hi")),
@@ -256,7 +256,16 @@ LEVEL_METRICS: list[tuple[str, str, tuple[str, str] | None]] = [
     ("target_ci", "target CI", None),
     ("target_ci_met", "target CI met", None),
 ]
-LEVEL_KEYS = ["shape", "target", "variant", "concurrency", "status", "in_answer"]
+# What says which level a row is (level_records' column: the table's); short names, as
+# every column counts at the UI's width.
+LEVEL_KEYS = {
+    "shape": "shape",
+    "target": "target",
+    "variant": "variant",
+    "concurrency": "c",
+    "status": "status",
+    "in_answer": "in answer",
+}
 
 
 def level_rows(records: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
@@ -264,12 +273,12 @@ def level_rows(records: Sequence[Mapping[str, object]]) -> list[dict[str, object
     interval (`95% lo`, `95% hi`, None where the level has none): the same numbers in a
     table a few columns wide. A metric a level has no value for gets no row."""
     keys = [k for k in LEVEL_KEYS if any(k in r for r in records)]
-    known = {k for k in keys} | {c for m, _, iv in LEVEL_METRICS for c in (m, *(iv or ()))}
+    known = set(keys) | {c for m, _, iv in LEVEL_METRICS for c in (m, *(iv or ()))}
     extra = [k for k in dict.fromkeys(k for r in records for k in r) if k not in known]
     metrics = LEVEL_METRICS + [(k, k, None) for k in extra]  # a column added later: kept
     rows = []
     for rec in records:
-        ids = {k: rec.get(k) for k in keys}
+        ids = {LEVEL_KEYS[k]: rec.get(k) for k in keys}
         for column, name, interval in metrics:
             if rec.get(column) is None:
                 continue
