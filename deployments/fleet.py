@@ -14,6 +14,7 @@ Each host's worker is `deployments/fleet_worker.py`.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
@@ -25,6 +26,7 @@ from prefect.deployments.runner import EntrypointType
 from prefect.events.actions import ChangeFlowRunState
 from prefect.events.schemas.automations import EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
+from prefect.exceptions import ObjectAlreadyExists
 
 from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
 from deployments.fleet_worker import ensure_host_queue
@@ -97,7 +99,8 @@ def deploy_fleet(
     """Register the fleet's deployments, pools, host queues and limits, zombie automation."""
     check_sweep_pool(fleet, sweep_pool)
     for pool in (fleet.pool, sweep_pool):
-        ensure_process_pool(pool)
+        with contextlib.suppress(ObjectAlreadyExists):  # a host's worker created it meanwhile
+            ensure_process_pool(pool)
     for host in fleet.hosts:
         ensure_host_queue(fleet.pool, host.name)
         ensure_target_limit(target_lock_name(config_for_host(config, host)))

@@ -98,8 +98,9 @@ def ensure_host_queue(pool: str, host: str) -> list[str]:
     with get_client(sync_client=True) as client:
         try:
             work_pool = client.read_work_pool(pool)
-        except ObjectNotFound:
-            client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+        except ObjectNotFound:  # a worker started before `fleet deploy` (or beside it)
+            with contextlib.suppress(ObjectAlreadyExists):
+                client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
             work_pool = client.read_work_pool(pool)
         try:
             client.read_work_queue_by_name(name, work_pool_name=pool)
