@@ -285,6 +285,9 @@ def fleet_data(size: int, round_: int, project: Path) -> dict[str, Any]:
     return {
         "name": f"wall-{size}h-r{round_}",
         "pool": f"wall-{size}h-r{round_}",
+        # one baseline anywhere, as when these numbers were first taken: per_gpu_kind would
+        # add a calibration launch per extra host (docs/fleet.md)
+        "baseline": "once",
         "hosts": [
             {
                 "name": name,
