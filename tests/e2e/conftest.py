@@ -70,6 +70,8 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectS
         try:
             config_data = sim_config_data(project, free_port(), load={"concurrency": [1, 2]})
             config_data["target"] = {"kind": "local", "name": TARGET, "workdir": "work"}
+            # its own simulated GPUs: GPU checks go through the simulator's nvidia-smi
+            config_data["server"]["env"]["SPECSWEEP_SIM_GPU_STATE"] = "work/sim-gpus"
             config_data["results_dir"] = "results"  # relative: resolved in the worker's working_dir
             (project / "sweep.yaml").write_text(yaml.safe_dump(config_data))
             stack = PrefectStack(server.api, server.env, project, config_data, root)

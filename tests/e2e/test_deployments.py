@@ -64,7 +64,7 @@ def test_step_sweep_from_the_cli_watches_the_run_to_completion(prefect_stack: Pr
     assert "Flow run finished successfully in 'Completed'" in proc.stdout
     run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
     assert run["state_type"] == "COMPLETED"
-    assert run["name"] == f"step-sweep/{TARGET}/steps=2"
+    assert run["name"] == f"step-sweep/{TARGET}/steps=2/c=1,2"
     levels = pd.read_parquet(prefect_stack.project / "results" / "levels" / "cli-run")
     assert sorted(zip(levels["variant"], levels["concurrency"], strict=True)) == [
         ("baseline", 1), ("baseline", 2), ("eagle3-s2-k1-d3", 1), ("eagle3-s2-k1-d3", 2),

@@ -100,11 +100,12 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
             raise AssertionError(f"no run created: {d.find_element(By.TAG_NAME, 'body').text}")
         time.sleep(0.5)
     flow_run_id = created[0]["id"]
+    at_creation = named_before_start(prefect_stack, flow_run_id)
     d.get(f"{prefect_stack.ui}/runs/flow-run/{flow_run_id}")
     run = prefect_stack.wait_state(flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 150)
     assert run["state_type"] == "COMPLETED", run["state"]
     assert run["parameters"]["run_id"] == "ui-run"
-    assert run["name"] == f"step-sweep/{TARGET}/steps=2"
+    assert run["name"] == f"step-sweep/{TARGET}/steps=2/c=1,2"
     d.refresh()
     d.find_element(By.XPATH, "//*[normalize-space()='Completed']")
     deadline = time.monotonic() + 30  # the run's logs, as the page shows them
@@ -123,6 +124,7 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     assert len(levels) == 4 and set(levels["status"]) == {"ok"}
 
     check_answer_artifacts(d, prefect_stack, flow_run_id)
+    check_labels_and_deployments(d, prefect_stack, flow_run_id, at_creation)
 
 
 # ---- the run's answer as the UI shows it (issue 19) -------------------------------------
@@ -220,3 +222,93 @@ def _summary_log(stack: PrefectStack, flow_run_id: str, run_id: str) -> str:
     found = [m for m in messages if f"specsweep run {run_id}\n" in m]
     assert found, "\n".join(messages)[-3000:]
     return found[-1]
+
+
+# ---- names, tags, schedule, limits and GPU checks as the UI shows them (issue 19) -------
+
+RUN_NAME = f"step-sweep/{TARGET}/steps=2/c=1,2"  # the levels the form left in the name
+
+
+def named_before_start(stack: PrefectStack, flow_run_id: str) -> dict[str, Any]:
+    """The run as the API shows it once `specsweep worker` named it: its name and tags are
+    set while it has not started (the worker names a run before it asks for work)."""
+    deadline = time.monotonic() + 30
+    while (run := stack.get(f"/flow_runs/{flow_run_id}"))["name"] != RUN_NAME:
+        assert time.monotonic() < deadline, run["name"]
+        time.sleep(0.2)
+    return run
+
+
+def check_labels_and_deployments(
+    driver: Any, stack: PrefectStack, flow_run_id: str, at_creation: dict[str, Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    # Named and tagged at creation: the worker (not the flow's start) named it, and the
+    # name and tags were there before the run's first Running state.
+    worker_log = (stack.logs / "worker.log").read_text()
+    assert f"named {RUN_NAME!r}" in worker_log, worker_log[-3000:]
+    assert {"specsweep", "step-sweep", f"target:{TARGET}", "run:ui-run"} <= set(at_creation["tags"])
+    states = stack.get(f"/flow_run_states/?flow_run_id={flow_run_id}")
+    running = min(s["timestamp"] for s in states if s["type"] == "RUNNING")
+    assert at_creation["state_type"] in {"SCHEDULED", "PENDING"} or (
+        at_creation["updated"] <= running
+    ), (at_creation["state_type"], at_creation["updated"], running)
+    # The run's page shows that name; its subflows carry its tags and their variant's.
+    assert RUN_NAME in driver.find_element(By.TAG_NAME, "body").text
+    children = stack.post(
+        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [flow_run_id]}}}
+    )
+    assert {c["name"] for c in children} == {"variant/baseline", "variant/eagle3-s2-k1-d3"}
+    for child in children:
+        label = child["name"].removeprefix("variant/")
+        assert {f"target:{TARGET}", "run:ui-run", f"variant:{label}"} <= set(child["tags"])
+
+    # The deployment pages: the target's limit and the schedule's timezone.
+    deployments = {d["name"]: d for d in stack.post("/deployments/filter", {})}
+    driver.get(f"{stack.ui}/deployments/deployment/{deployments['step-sweep']['id']}")
+    body = _text_when(driver, "Concurrency Limit")
+    assert re.search(r"Concurrency Limit\s+1\b", body), body[:2000]
+    driver.get(
+        f"{stack.ui}/deployments/deployment/{deployments['step-sweep']['id']}?tab=Description"
+    )
+    assert f"specsweep-target-{TARGET}" in _text_when(driver, f"specsweep-target-{TARGET}")
+    driver.get(f"{stack.ui}/deployments/deployment/{deployments['nightly-regression']['id']}")
+    _text_when(driver, "Nightly at 02:00 Europe/Berlin (cron 0 2 * * *)")
+    # The nightly's upcoming runs are named with their time in the schedule's zone.
+    nightly = _wait_for(
+        lambda: [
+            r for r in stack.flow_runs("nightly-regression/nightly-regression")
+            if r["name"].endswith(" Europe/Berlin")
+        ],
+        "the nightly's upcoming runs named in its timezone",
+    )  # fmt: skip
+    assert re.fullmatch(
+        rf"nightly-regression/{TARGET}/\d{{4}}-\d\d-\d\d 02:00 Europe/Berlin", nightly[0]["name"]
+    ), nightly[0]["name"]
+
+    # GPU checks used the simulator's nvidia-smi: no "not found", and its memory readings.
+    logs = stack.post("/logs/filter", {"logs": {"flow_run_id": {"any_": [
+        flow_run_id, *(c["id"] for c in children)]}}, "limit": 200})  # fmt: skip
+    text = "\n".join(log["message"] for log in logs)
+    assert "nvidia-smi not found" not in text
+    assert "GPU memory released" in text, text[-3000:]
+
+
+def _text_when(driver: Any, needle: str, timeout: float = 30) -> str:
+    """The page's text once it shows `needle` (the UI renders after its API calls)."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + timeout
+    while needle not in (body := driver.find_element(By.TAG_NAME, "body").text):
+        assert time.monotonic() < deadline, f"{needle!r} not on the page:\n{body[:3000]}"
+        time.sleep(0.3)
+    return body
+
+
+def _wait_for(predicate: Any, what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+    return found
