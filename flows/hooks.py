@@ -8,6 +8,7 @@ that sees a whole config.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 from prefect import Flow
@@ -19,6 +20,8 @@ from flows.prefect_secrets import use_prefect_secrets
 from specsweep.config import SweepConfig
 from specsweep.config.fleet import Fleet, config_for_host, current_host
 from specsweep.pipeline import kill_stale_servers
+from specsweep.targets.cleanup import CleanupReport
+from specsweep.targets.gpus import simulated_gpus
 
 
 def _config(flow_run: FlowRun) -> SweepConfig:
@@ -29,7 +32,7 @@ def _config(flow_run: FlowRun) -> SweepConfig:
 def kill_recorded_servers(flow: Flow, flow_run: FlowRun, state: State) -> None:
     """Stop the servers the run's target recorded (the `finally` may never have run)."""
     use_prefect_secrets()  # an SSH target's key may be a Secret block
-    report = kill_stale_servers(_config(flow_run))
+    report = _kill_stale(_config(flow_run))
     flow_run_logger(flow_run, flow).warning(
         "flow run %s: %s; stopped server processes %s",
         flow_run.name, state.name, report.killed_pids or "none left",
@@ -40,7 +43,16 @@ def stop_fleet_host_servers(flow: Any, flow_run: FlowRun, state: Any) -> None:
     """The same for a fleet variant: its host (the worker's) names the target."""
     use_prefect_secrets()
     host = current_host(Fleet.model_validate(flow_run.parameters["fleet"]))
-    kill_stale_servers(config_for_host(_config(flow_run), host))
+    _kill_stale(config_for_host(_config(flow_run), host))
+
+
+def _kill_stale(config: SweepConfig) -> CleanupReport:
+    """kill_stale_servers; a local simulator target's GPUs through the simulator's
+    nvidia-smi, as while it ran (flows/target_lock.py)."""
+    with ExitStack() as stack:
+        if config.server.backend == "simulator" and config.target.kind == "local":
+            stack.enter_context(simulated_gpus(config.server.env))
+        return kill_stale_servers(config)
 
 
 # A worker or `serve` runs these for the flow run it deployed, the sweep, not for its

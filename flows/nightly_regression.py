@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, tags
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import CreatedBy, DeploymentSchedule
 from prefect.context import FlowRunContext
@@ -114,7 +114,8 @@ def nightly_regression(
     run_id = run_id or nightly_run_id()
     try:
         # published below, on this flow run, with the verdict beside it
-        matrix_sweep(config, run_id=run_id, force=force, publish=False)
+        with tags(*(flow_run.get_tags() or [])):  # the sweep and its variants: the night's tags
+            matrix_sweep(config, run_id=run_id, force=force, publish=False)
     except SweepFailed as exc:  # judged below: a variant that failed is a verdict of its own
         logger.warning("%s; judging what was measured", exc)
     report = judge_regression(config.results_dir, run_id, policy)
