@@ -14,8 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import requests
 
-from specsweep.results.store import ResultsStore
-from tests.e2e.conftest import TARGET, PrefectStack, as_param, flow_run_id
+from tests.e2e.conftest import TARGET, PrefectStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -112,44 +111,3 @@ def test_the_deployment_shows_its_schedule_zone_and_limits(prefect_stack):
         assert f"global concurrency limit `specsweep-target-{TARGET}`." in dep["description"]
     limit = prefect_stack.get(f"/v2/concurrency_limits/specsweep-target-{TARGET}")
     assert limit["limit"] == 1
-
-
-def test_a_sweep_keeps_its_name_and_its_variants_carry_its_tags(prefect_stack, tmp_path):
-    """Created by the CLI, named before it starts, the same name after; each variant
-    subflow has the run's tags and its own; the simulator's own GPU inventory is read
-    through its nvidia-smi stand-in (no 'nvidia-smi not found'), by the real flow."""
-    data = prefect_stack.sweep_config(tmp_path, load={"concurrency": [1]})
-    data["server"]["env"]["SPECSWEEP_SIM_GPU_STATE"] = str(tmp_path / "gpus")
-    proc = prefect_stack.cli(
-        "prefect", "deployment", "run", "step-sweep/step-sweep", "--param", as_param(data),
-        "--param", "run_id=tagged-run",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    run_id = flow_run_id(proc.stdout)
-    name = f"step-sweep/{TARGET}/steps=2/c=1"
-    named, _ = wait_named(prefect_stack, run_id, name)
-    assert named["state_type"] in {"SCHEDULED", "PENDING"}, named["state_type"]  # not started
-    run = prefect_stack.wait_state(run_id, {"COMPLETED", "FAILED", "CRASHED"}, 150)
-    assert run["state_type"] == "COMPLETED", run["state"]
-    assert run["name"] == name
-    parent_tags = {"specsweep", "step-sweep", f"target:{TARGET}", "run:tagged-run"}
-    assert set(run["tags"]) == parent_tags
-
-    children = prefect_stack.post(
-        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [run_id]}}}
-    )
-    assert sorted(c["name"] for c in children) == ["variant/baseline", "variant/eagle3-s2-k1-d3"]
-    for child in children:
-        label = child["name"].removeprefix("variant/")
-        assert set(child["tags"]) == parent_tags | {f"variant:{label}"}
-
-    logs = prefect_stack.post(
-        "/logs/filter", {"logs": {"flow_run_id": {"any_": [c["id"] for c in children]}}}
-    )
-    text = "\n".join(entry["message"] for entry in logs)
-    assert "killed stale server processes" in text or "no stale servers" in text
-    assert "nvidia-smi not found" not in text and "GPU memory not checked" not in text
-    phases = ResultsStore(str(tmp_path / "results")).read_phases("tagged-run")
-    assert {v: "gpu_mib_at_start" in p for v, p in phases.items()} == {
-        "baseline": True, "eagle3-s2-k1-d3": True
-    }  # fmt: skip
