@@ -19,7 +19,7 @@ hosts-table rows, log the sentences):
 - a lost host that finishes a run after all is planned again, as a host first seen.
 
 No Prefect here: the sweep's state is the plan's, so every re-plan is tested without a
-server (tests/unit/test_fleet_plan.py).
+server (tests/unit/fleet/test_fleet_plan.py).
 """
 
 from __future__ import annotations
