@@ -144,6 +144,27 @@ def sweep_run_name(
     return f"{kind}/{config.target.name}/{what(config)}/{load_part(config)}"
 
 
+def preset_run_name(
+    kind: str, label: str, values: Callable[[SweepConfig], Sequence[object] | None]
+) -> Callable[[Mapping[str, Any], datetime | None, str | None], str]:
+    """A preset's name function: '<kind>/<target>/<label>=1,2,3/c=1,2,4' (+ the shapes when
+    there are several), from the list its section sweeps ('?' without the section); the
+    scheduled time and timezone are not part of a sweep's name."""
+
+    def name(
+        parameters: Mapping[str, Any],
+        scheduled: datetime | None = None,
+        timezone: str | None = None,
+    ) -> str:
+        def what(config: SweepConfig) -> str:
+            swept = values(config)
+            return f"{label}={short_list(swept) if swept is not None else '?'}"
+
+        return sweep_run_name(kind, parameters, what)
+
+    return name
+
+
 def run_tags(parameters: Mapping[str, Any]) -> list[str]:
     """`target:<name>` and, when the run names one, `run:<run_id>`: what a run is found by."""
     config = named_config(parameters)

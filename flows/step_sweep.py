@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import run_sweep, short_list, sweep_run_name
+from flows.matrix_sweep import preset_run_name, run_sweep
 from specsweep.config import SweepConfig
 from specsweep.config.plan import sweep_variants
 
 __all__ = ["step_sweep", "step_sweep_run_name"]
 
 
-def step_sweep_run_name(
-    parameters: Mapping[str, Any],
-    scheduled: datetime | None = None,
-    timezone: str | None = None,
-) -> str:
-    """'step-sweep/<target>/steps=1,2,3/c=1,2,4' (+ the shapes when there are several): what
-    the form asked for, whenever the run was created or started."""
-
-    def steps(config: SweepConfig) -> str:
-        section = config.step_sweep
-        return f"steps={short_list(section.num_steps) if section else '?'}"
-
-    return sweep_run_name("step-sweep", parameters, steps)
+# What the form asked for, whenever the run was created or started (also the worker's name).
+step_sweep_run_name = preset_run_name(
+    "step-sweep", "steps", lambda config: config.step_sweep.num_steps if config.step_sweep else None
+)
 
 
 def _run_name() -> str:

@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import run_sweep, short_list, sweep_run_name
+from flows.matrix_sweep import preset_run_name, run_sweep
 from specsweep.config import SweepConfig
 from specsweep.config.plan import sweep_variants
 
-
-def topk_sweep_run_name(
-    parameters: Mapping[str, Any],
-    scheduled: datetime | None = None,
-    timezone: str | None = None,
-) -> str:
-    """'topk-sweep/<target>/topk=1,2,3/c=1,2,4' (+ the shapes when there are several): what
-    the form asked for, whenever the run was created or started."""
-
-    def topk(config: SweepConfig) -> str:
-        section = config.topk_sweep
-        return f"topk={short_list(section.topk) if section else '?'}"
-
-    return sweep_run_name("topk-sweep", parameters, topk)
+# What the form asked for, whenever the run was created or started (also the worker's name).
+topk_sweep_run_name = preset_run_name(
+    "topk-sweep", "topk", lambda config: config.topk_sweep.topk if config.topk_sweep else None
+)
 
 
 def _run_name() -> str:

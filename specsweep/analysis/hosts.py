@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from specsweep.analysis.baselines import gpu_kind
 from specsweep.analysis.compare import mean_noise
 from specsweep.analysis.levels import chosen_targets, variant_order
 
@@ -212,11 +213,10 @@ def _left_out(levels: pd.DataFrame, chosen: dict[str, str]) -> pd.DataFrame:
 
 
 def _kind(rec: dict) -> str:
-    count = rec.get("gpu_count")
-    count = f"{int(count)}x " if count is not None and not pd.isna(count) else ""
+    """The GPU kind (baselines.gpu_kind, the one label) with its driver."""
     driver = rec.get("driver_version")
     driver = f", driver {driver}" if driver is not None and not pd.isna(driver) else ""
-    return f"{count}{rec.get('gpu_name') or 'unknown GPU'}{driver}"
+    return f"{gpu_kind(rec.get('gpu_name') or 'unknown GPU', rec.get('gpu_count'))}{driver}"
 
 
 def gpu_kind_warning(levels: pd.DataFrame) -> str | None:
