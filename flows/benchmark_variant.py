@@ -15,6 +15,7 @@ from specsweep.errors import ServerDiedError
 from specsweep.pipeline import VariantServer
 from specsweep.results.rows import RunContext
 from tasks.benchmark import benchmark_level
+from tasks.decide import measure_to_decide
 from tasks.search import skip_level
 from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
 
@@ -27,6 +28,10 @@ def variant_label(value: object) -> str:
 def _run_name() -> str:
     label = variant_label(flow_run.parameters.get("variant"))
     return f"variant/{label}"
+
+
+def _cell(row: dict[str, Any]) -> tuple[object, object]:
+    return row.get("shape"), row.get("concurrency")
 
 
 def start(server: VariantServer, attempts: int, force: bool) -> None:
@@ -83,6 +88,9 @@ def benchmark_variant(
                 rows.append(row)
                 if row["status"] != "ok":
                     server.ensure_alive(f"the level at {server.cell_name(shape, concurrency)}")
+            # while the server is up: more passes where a decision is still open
+            for row in measure_to_decide(server, list(dict.fromkeys(s for s, _ in todo))):
+                rows = [r for r in rows if _cell(r) != _cell(row)] + [row]
         finally:
             teardown_server(server)  # the step in the UI; the `with` is the safety net
     return rows

@@ -22,18 +22,22 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
 from specsweep import progress
 from specsweep.analysis.levels import answer_rows
+from specsweep.analysis.sequential import DecideStep, MeasureMore, Settled, plan_more
 from specsweep.config import LoadSpec, SearchSpec, ServerSpec, SweepConfig, Target, Variant
 from specsweep.config.command import LaunchCommand, command_for
 from specsweep.config.load import Shape
 from specsweep.config.secrets import resolve_env
 from specsweep.config.versions import check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
+from specsweep.loadgen.metrics import compute_level_metrics
+from specsweep.loadgen.runner import LevelResult
 from specsweep.results.phases import Phases
 from specsweep.results.rows import RunContext, level_row, request_rows, skipped_level_row
 from specsweep.results.store import ResultsStore
@@ -125,6 +129,8 @@ class VariantServer:
         self._held: dict[str, float] = {}
         self.trace: AdaptiveTrace | None = None  # an adaptive server's step counts, from its log
         self._log_offset = 0
+        # each cell measured on this launch: its records, pooled with any extra passes
+        self._measured: dict[tuple[str, int], LevelResult] = {}
 
     @classmethod
     def for_variant(cls, config: SweepConfig, variant: Variant, ctx: RunContext) -> VariantServer:
@@ -323,16 +329,91 @@ class VariantServer:
                 self.trace.skip(self._read_log())  # what ran between levels is no level's
             result = self.host.run_level(self.server, concurrency, load, both)
             shares = self.trace.level_shares(self._read_log()) if self.trace else None
-            rows = request_rows(self.ctx, self.label, concurrency, result, shape.label)
-            self.store.write_requests(
-                self.ctx.run_id, self.label, concurrency, self.ctx.target, rows,
-                self._shape_key(shape),
-            )  # fmt: skip
-            row = level_row(
-                self.ctx, self.server, self.variant, load, self.facts, result, self.command,
-                shares,
-            )  # fmt: skip
-            self.store.write_level(row, by_shape=self.load.multi_shape)
+            row = self._write_level(shape, concurrency, load, result, shares)
+        self._measured[shape.label, concurrency] = result
+        return row
+
+    def _write_level(
+        self,
+        shape: Shape,
+        concurrency: int,
+        load: LoadSpec,
+        result: LevelResult,
+        shares: dict[int, float] | None,
+    ) -> dict[str, Any]:
+        """The level's requests, then its row (the row marks it done: resume skips it)."""
+        rows = request_rows(self.ctx, self.label, concurrency, result, shape.label)
+        self.store.write_requests(
+            self.ctx.run_id, self.label, concurrency, self.ctx.target, rows,
+            self._shape_key(shape),
+        )  # fmt: skip
+        row = level_row(
+            self.ctx, self.server, self.variant, load, self.facts, result, self.command, shares
+        )
+        self.store.write_level(row, by_shape=self.load.multi_shape)
+        return row
+
+    # --- measure more while the server is up (analysis/sequential.py) ---------------
+    def decide_spent_s(self) -> float:
+        """Server seconds this run spent measuring more so far, every variant's."""
+        files = self.store.read_phase_files(self.ctx.run_id)
+        others = sum(
+            p.get("decide_s", 0.0)
+            for v, t, p in files
+            if not (v == self.label and t == self.ctx.target)
+        )
+        return others + self.phases.seconds.get("decide_s", 0.0)
+
+    def next_to_decide(self, shape: Shape | None = None) -> DecideStep:
+        """The next extra measurement that could settle an open decision at `shape`."""
+        shape = shape or self.load.shape
+        levels = self.store.read_levels(self.ctx.run_id)
+        if levels.empty:
+            return Settled("nothing measured")
+        mine = (levels["variant"] != self.label) | (levels["target"] == self.ctx.target)
+        if self.load.multi_shape:
+            mine &= levels["shape"] == shape.label
+        here = {c: r for (s, c), r in self._measured.items() if s == shape.label}
+        return plan_more(
+            answer_rows(levels[mine]),
+            self.label,
+            passes={c: r.metrics.repeats for c, r in here.items()},
+            pass_seconds={
+                c: r.metrics.duration_s / max(r.metrics.repeats, 1) for c, r in here.items()
+            },
+            spent_s=self.decide_spent_s(),
+            budget_s=self.load.decide_budget_s,
+        )
+
+    def measure_more(self, step: MeasureMore, shape: Shape | None = None) -> dict[str, Any]:
+        """`step.passes` more passes at a level measured on this launch, pooled with its
+        earlier ones (fresh prompts: another seed), and the level rewritten with all."""
+        self._require("measure-more", ServerState.READY)
+        shape = shape or self.load.shape
+        prior = self._measured[shape.label, step.concurrency]
+        base = self.load.for_shape(shape)
+        done = prior.metrics.repeats
+        extra = base.model_copy(
+            update={"repeats": step.passes, "seed": base.seed + 104_729 * done,
+                    "target_ci": None, "target_cv": None}
+        )  # fmt: skip
+        with self.phases.timed("decide_s"), self.phases.timed("benchmark_s"):
+            if self.trace is not None:
+                self.trace.skip(self._read_log())
+            got = self.host.run_level(self.server, step.concurrency, extra, None)
+            records = (*prior.records, *(replace(r, repeat=r.repeat + done) for r in got.records))
+            pooled = LevelResult(
+                metrics=compute_level_metrics(records, step.concurrency, base.max_error_rate),
+                records=records,
+                started_at=prior.started_at,
+                ended_at=got.ended_at,
+                repeats=(*prior.repeats, *got.repeats),
+                perf_origin=prior.perf_origin,
+            )
+            shares = self.trace.level_shares(self._read_log()) if self.trace else None
+            row = self._write_level(shape, step.concurrency, base, pooled, shares)
+        self._measured[shape.label, step.concurrency] = pooled
+        self._write_phases()
         return row
 
     def skip_reason(

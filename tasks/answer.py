@@ -26,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from specsweep.analysis.answer import analyze_run
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.report.artifacts import answer_page, level_rows, report_page, served_url
+from specsweep.report.decision_view import headline_lines
 from specsweep.report.evidence import pivot_line
 from specsweep.report.render import (
     adaptive_lines,
@@ -138,6 +139,8 @@ def publish_answer(
     return {
         "run_id": run_id,
         "policy": line,
+        "headline": headline_lines(answer),
+        "decided": bool(answer.decisions is not None and answer.decisions.decided),
         "adaptive": adaptive,
         "search": search,
         "pivots": {v: pivot_line(p) for v, p in answer.pivots.items()},

@@ -13,10 +13,12 @@ The rules (docs/analysis.md, "Policy export"):
   one variant per step count). ``variants`` picks the chains when a run holds several
   families. Tree variants (topk > 1) cannot be expressed; where one beat the choice it
   is reported with its measured gain.
-- per level c: the best candidate, unless others are within ``max(tie_margin, 2 sigma)``
-  of it (sigma from the repeats' CVs, first order, when both were repeated): then the
-  fewest steps among the tied (0 first). A run too noisy to tell the best from the
-  runner-up (2 sigma > ``max_noise``) is refused.
+- per level c: the one tie rule (analysis/tie_rule.py) over the step counts measured
+  there, on the levels' 95% intervals: the best, unless its lead's interval reaches below
+  ``1 + tie_margin`` over others; then the fewest steps among the tied (0 first). A level
+  it leaves open (more steps measured beyond the margin, the interval reaching below it)
+  keeps the choice and is named with the interval's width (`near_ties`), never refused
+  and never set to 0 silently.
 - bands of equal choice; between adjacent levels c_i < c_j with choices a != b the edge
   x is where the measured curves cross: T(b)/T(a) interpolated linearly in log2(c) to 1
   (as analysis/pivot.py). When they do not cross there (a near-tie decided one side),
@@ -41,15 +43,18 @@ import itertools
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from specsweep.analysis.levels import adaptive_mask, ok_levels
+from specsweep.analysis.params import TIE_MARGIN
+from specsweep.analysis.tie_rule import LevelJudgment, Option, judge_level
 from specsweep.config.adaptive import ADAPTIVE_ALGORITHMS, AdaptiveSpec
 from specsweep.config.command import LOG_MS_ENV
 from specsweep.errors import PolicyExportRefused
+from specsweep.results.intervals import Interval
 
 DEFAULT_MAX_BS = 256
 PADDING_NOTE = (
@@ -209,20 +214,33 @@ class Edge:
 
 @dataclass(frozen=True)
 class NearTie:
+    """A level the tie rule did not decide clearly: a tie, resolved to fewer steps, or an
+    open level (a config with more steps measured beyond the margin, but its interval
+    reaches below it), named with its width, never set to 0 silently."""
+
     concurrency: int
     chosen: str
     chosen_steps: int
     best: str
     best_steps: int
-    gap: float  # 1 - T(chosen) / T(best)
-    margin: float  # the tie margin used at this level
-    from_repeats: bool  # margin from the repeats' CVs (else tie_margin alone)
+    judgment: LevelJudgment
+
+    @property
+    def open(self) -> bool:
+        return self.judgment.status == "open"
 
     def describe(self) -> str:
-        src = "2 sigma from the repeats" if self.from_repeats else "tie margin"
+        j = self.judgment
+        if self.open:
+            return (
+                f"at c={self.concurrency} {j.rival} leads {self.chosen} by "
+                f"{j.rival_ratio.value - 1:+.1%}, but its 95% interval is {j.width():.1%} wide "
+                f"and reaches below the {j.margin:.0%} margin: "
+                f"{steps_text(self.chosen_steps)} until measured more"
+            )
         return (
-            f"at c={self.concurrency} {self.best} and {self.chosen} are within {self.gap:.1%} "
-            f"({src} {self.margin:.1%}): chose {steps_text(self.chosen_steps)}"
+            f"at c={self.concurrency} {self.best} and {self.chosen} tie within "
+            f"{j.margin:.0%}: {steps_text(self.chosen_steps)}"
         )
 
 
@@ -396,22 +414,29 @@ def _candidates(ok: pd.DataFrame, variants: Sequence[str] | None) -> tuple[str, 
 
 
 def _choose(
-    c: int, row: pd.Series, cvs: pd.Series, labels: dict[int, str], tie_margin: float
+    c: int, row: pd.Series, lo: pd.Series, hi: pd.Series, labels: dict[int, str], margin: float
 ) -> tuple[int, NearTie | None]:
-    best = int(row.idxmax())
-    tied, why = [best], {}
-    for s, t in row.items():
-        sigma = math.hypot(cvs[s], cvs[best])
-        margin = max(tie_margin, 2 * sigma) if not math.isnan(sigma) else tie_margin
-        if s != best and 1 - t / row[best] <= margin:
-            tied.append(int(s))
-            why[int(s)] = (margin, not math.isnan(sigma) and 2 * sigma > tie_margin)
-    choice = min(tied)
-    if choice == best:
-        return best, None
-    gap = 1 - row[choice] / row[best]
-    margin, rep = why[choice]
-    return choice, NearTie(c, labels[choice], choice, labels[best], best, gap, margin, rep)
+    """The level's step count by the one tie rule (analysis/tie_rule.py): fewer steps are
+    simpler, no speculation (0) the simplest."""
+    options = [
+        Option(str(int(s)), Interval(float(t), float(lo[s]), float(hi[s])), (int(s),))
+        for s, t in row.items()
+    ]
+    judged = judge_level(c, options, margin)
+    choice, best = int(judged.choice), int(judged.best)
+    if judged.status == "clear":
+        return choice, None
+    named = replace(
+        judged,
+        choice=labels[choice],
+        best=labels[best],
+        tied=tuple(labels[int(t)] for t in judged.tied),
+        rival=labels[int(judged.rival)] if judged.rival is not None else None,
+        runner_up=labels[int(judged.runner_up)] if judged.runner_up is not None else None,
+    )
+    if judged.status == "tie" and choice == best:
+        return choice, None  # the best is also the simplest: nothing to say
+    return choice, NearTie(c, labels[choice], choice, labels[best], best, named)
 
 
 def _edge(table: pd.DataFrame, lo: int, hi: int, a: int, b: int, capture: list[int]) -> Edge:
@@ -448,15 +473,15 @@ def export_adaptive(
     levels: pd.DataFrame,
     *,
     variants: Sequence[str] | None = None,
-    tie_margin: float = 0.01,
-    max_noise: float = 0.05,
+    tie_margin: float = TIE_MARGIN,
     max_bs: int | None = None,
 ) -> TierExport:
     """One run's measured best step count per level as sglang adaptive tiers.
 
     Raises PolicyExportRefused (with why and what to do) for: no baseline, no topk-1
-    chain, several chain families, levels too noisy to separate, or no speculation
-    anywhere. See the module docstring for the rules.
+    chain, several chain families, or no speculation chosen anywhere. A level the tie
+    rule leaves open is exported with its choice and named (`near_ties`, with the
+    interval's width). See the module docstring for the rules.
     """
     ok = ok_levels(levels)
     runs = sorted(ok["run_id"].unique()) if "run_id" in ok.columns else []
@@ -472,41 +497,36 @@ def export_adaptive(
     plain = ok[ok["variant"] == base]
     zero, notes = _steps_zero(ok, plain, chains)
     rows = pd.concat([zero.assign(_s=0), chains.assign(_s=chains["num_steps"])])
-    rows = rows.assign(_s=rows["_s"].astype(int), _cv=row_cv(rows))
+    rows = rows.assign(_s=rows["_s"].astype(int))
     labels = dict(zip(rows["_s"], rows["variant"], strict=False))
     table = rows.pivot_table(index="concurrency", columns="_s", values="output_throughput")
-    cvs = rows.pivot_table(index="concurrency", columns="_s", values="_cv", dropna=False)
-    cvs = cvs.reindex_like(table)
+    lo, hi = (
+        rows.pivot_table(index="concurrency", columns="_s", values=col, dropna=False)
+        .reindex_like(table)
+        .astype(float)
+        if col in rows.columns
+        else pd.DataFrame(math.nan, index=table.index, columns=table.columns)
+        for col in ("output_throughput_lo", "output_throughput_hi")
+    )
     usable = table[table[0].notna() & table.drop(columns=[0]).notna().any(axis=1)]
     if len(usable) < len(table):
         skipped = sorted(set(table.index) - set(usable.index))
         notes.append(f"levels {skipped} were left out: the baseline or every chain is missing")
-    table, cvs = usable, cvs.loc[usable.index]
-    noisy, choices, ties = [], {}, []
+    table, lo, hi = usable, lo.loc[usable.index], hi.loc[usable.index]
+    choices, ties = {}, []
     for c, row in table.iterrows():
         row = row.dropna()
-        a = row.idxmax()
-        for b in row.sort_values(ascending=False).index[1:]:
-            spread = 2 * math.hypot(cvs.at[c, a], cvs.at[c, b])
-            if spread > max_noise and 1 - row[b] / row[a] <= spread:  # inside the noise
-                noisy.append(f"c={c} ({labels[a]} vs {labels[b]}: ±{spread:.1%})")
-        choices[int(c)], tie = _choose(int(c), row, cvs.loc[c], labels, tie_margin)
+        choices[int(c)], tie = _choose(int(c), row, lo.loc[c], hi.loc[c], labels, tie_margin)
         ties += [tie] if tie else []
-    if noisy:
-        raise _refuse(
-            f"the levels are too noisy to separate the best from the others: at "
-            f"{', '.join(noisy)} the 2-sigma spread of their ratio exceeds {max_noise:.0%} "
-            "and their gap is inside it; "
-            "measure more repeats (load.repeats, or load.target_cv) and export again"
-        )
     lv = sorted(choices)
     plain_t = plain.groupby("concurrency")["output_throughput"].mean().reindex(table.index)
     gains = (table.drop(columns=[0]).max(axis=1) / plain_t - 1).round(4)
-    if all(choices[c] == 0 for c in lv) or not (gains > tie_margin).any():
+    if all(choices[c] == 0 for c in lv):
         raise _refuse(
-            f"speculation never wins in this run (best chain vs the plain baseline: "
-            f"{', '.join(f'c={c} {g:+.1%}' for c, g in gains.items())}, ties within "
-            f"{tie_margin:.0%} go to no speculation): run without it; there is nothing to export"
+            f"speculation is never chosen in this run (best chain vs the plain baseline: "
+            f"{', '.join(f'c={c} {g:+.1%}' for c, g in gains.items())}; a gain whose 95% "
+            f"interval reaches below {tie_margin:.0%} ties, and ties go to no speculation): "
+            "run without it; there is nothing to export"
         )
     if max_bs is None:
         max_bs, source = run_max_bs(rows)

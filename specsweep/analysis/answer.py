@@ -12,11 +12,14 @@ import pandas as pd
 from specsweep.analysis.adaptive_export import TierExport, export_adaptive
 from specsweep.analysis.adaptive_verify import Verification, parse_shares, verify_adaptive
 from specsweep.analysis.baselines import kind_frames
+from specsweep.analysis.decision import CellDecision, RunDecision, decide
+from specsweep.analysis.deploy_command import tiers_command
 from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
 from specsweep.analysis.levels import (
     adaptive_mask,
     answer_rows,
     best_per_level,
+    judge_levels,
     latency_table,
     metric_table,
 )
@@ -315,6 +318,10 @@ class Answer:
     host_plans: pd.DataFrame = field(default_factory=lambda: HOSTS_SCHEMA.empty_table().to_pandas())
     gpu_kind: str | None = None
     by_gpu_kind: dict[str, Answer] = field(default_factory=dict)
+    # The decision (analysis/decision.py): this cell's, and every cell's of the run (set on
+    # the answer analyze() returns). Every view renders these; none re-derives a winner.
+    decision: CellDecision | None = None
+    decisions: RunDecision | None = None
 
     @property
     def shapes(self) -> list[str]:
@@ -446,7 +453,9 @@ def analyze(
     the answer returned is the first kind's, carrying every kind's (`by_gpu_kind`)."""
     frames = kind_frames(levels, host_plans)
     if frames is None:
-        return _analyze_shapes(levels, None, run_id, run, mix, slo, predictions, categories)
+        return _with_decisions(
+            _analyze_shapes(levels, None, run_id, run, mix, slo, predictions, categories)
+        )
     per = {
         kind: replace(
             _analyze_shapes(
@@ -457,8 +466,42 @@ def analyze(
         )
         for i, (kind, chosen) in enumerate(frames.items())
     }
+    per = {kind: _labelled(a, kind if len(per) > 1 else None) for kind, a in per.items()}
     first = next(iter(per.values()))
-    return replace(first, by_gpu_kind=per)
+    return _with_decisions(replace(first, by_gpu_kind=per))
+
+
+def _labelled(answer: Answer, kind: str | None) -> Answer:
+    """Name each cell's decision after what tells it apart: its GPU kind (several kinds),
+    its shape (several shapes), or both."""
+
+    def name(one: Answer) -> Answer:
+        if one.decision is None:
+            return one
+        parts = [p for p in (kind, one.shape if answer.multi_shape else None) if p]
+        label = ", ".join(parts) or None
+        return replace(
+            one, decision=replace(one.decision, label=label, gpu_kind=kind or one.gpu_kind)
+        )
+
+    if not answer.by_shape:
+        return name(answer)
+    shapes = {s: name(a) for s, a in answer.by_shape.items()}
+    first = shapes[next(iter(shapes))]
+    return replace(name(answer), by_shape=shapes, decision=first.decision)
+
+
+def cell_answers(answer: Answer) -> list[Answer]:
+    """Every (GPU kind, shape) cell's own answer, in the run's order."""
+    kinds = list(answer.by_gpu_kind.values()) or [answer]
+    return [one for kind in kinds for one in (list(kind.by_shape.values()) or [kind])]
+
+
+def _with_decisions(answer: Answer) -> Answer:
+    if not answer.by_gpu_kind:
+        answer = _labelled(answer, None)
+    cells = tuple(a.decision for a in cell_answers(answer) if a.decision is not None)
+    return replace(answer, decisions=RunDecision(answer.run_id, cells))
 
 
 def _analyze_shapes(
@@ -513,15 +556,28 @@ def _analyze_shape(
         export = export_adaptive(levels)
     except PolicyExportRefused as exc:
         refused = str(exc)
+    best = best_per_level(levels, slo)
+    policy = speculation_policy(levels, mix, slo)
+    shapes = levels["shape"].dropna().unique() if "shape" in levels.columns else []
+    decision = decide(
+        levels,
+        run_id,
+        best,
+        policy,
+        export,
+        judge_levels(levels),
+        shape=str(shapes[0]) if len(shapes) == 1 else None,
+        command=tiers_command(run, export) if export is not None else None,
+    )
     return Answer(
         run_id=run_id,
         levels=levels,
         run=run,
         throughput=metric_table(levels, "output_throughput"),
-        best=best_per_level(levels, slo),
+        best=best,
         latency=latency_table(levels, slo),
         pivots=pivot_points(levels),
-        policy=speculation_policy(levels, mix, slo),
+        policy=policy,
         mix=mix,
         slo=slo,
         stored=stored,
@@ -531,6 +587,7 @@ def _analyze_shape(
         verifications=tuple(verify_adaptive(levels)),
         predictions=empty_predictions() if predictions is None else predictions,
         search_stop=(run or {}).get("search_stop"),
+        decision=decision,
     )
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from specsweep.analysis.params import TIE_MARGIN, LatencySLO
+from specsweep.analysis.tie_rule import LevelJudgment, Option, judge_level
 from specsweep.results.intervals import Interval, ratio
 
 LATENCY_COLUMNS = ["ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"]
@@ -233,44 +234,76 @@ def best_per_level(
     return out.reset_index()
 
 
+def options_at(
+    levels: pd.DataFrame, throughput: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, c: int
+) -> list[Option]:
+    """The tie rule's options at one level: every variant measured there, with its interval
+    and its place in the simplicity order."""
+    firsts = levels.drop_duplicates("variant").set_index("variant", drop=False)
+    row = throughput.loc[c].dropna()
+    return [
+        Option(
+            str(v),
+            cell(throughput, lo, hi, c, str(v)),
+            simplicity_key(firsts.loc[v]) if v in firsts.index else (),
+        )
+        for v in row.index
+    ]
+
+
+def judge_levels(
+    levels: pd.DataFrame, tie_margin: float = TIE_MARGIN, throughput: pd.DataFrame | None = None
+) -> dict[int, LevelJudgment]:
+    """Every level of these rows decided by the one tie rule (tie_rule.judge_level), over
+    the variants of `throughput` (default: every variant's output_throughput table)."""
+    table = metric_table(levels, "output_throughput") if throughput is None else throughput
+    if table.empty:
+        return {}
+    lo, hi = interval_tables(levels, "output_throughput")
+    lo, hi = lo.reindex_like(table), hi.reindex_like(table)
+    out = {}
+    for c in table.index:
+        options = options_at(levels, table, lo, hi, int(c))
+        if options:
+            out[int(c)] = judge_level(int(c), options, tie_margin)
+    return out
+
+
 def _evidence(
     levels: pd.DataFrame, throughput: pd.DataFrame, base: str | None, tie_margin: float
 ) -> pd.DataFrame:
     lo, hi = interval_tables(levels, "output_throughput")
+    judged = judge_levels(levels, tie_margin, throughput)
     rows = []
-    for c, row in throughput.iterrows():
-        measured = row.dropna().sort_values(ascending=False)
-        if measured.empty:
+    for c in throughput.index:
+        j = judged.get(int(c))
+        if j is None:
             rows.append({"concurrency": c})
             continue
-        best = str(measured.index[0])
-        top = cell(throughput, lo, hi, c, best)
+        top = cell(throughput, lo, hi, c, j.best)
         entry: dict = {"concurrency": c, "best_lo": top.lo, "best_hi": top.hi}
-        if best == base:  # the baseline against itself: exactly 1
+        if j.best == base:  # the baseline against itself: exactly 1
             entry["speedup_lo"] = entry["speedup_hi"] = 1.0
-        elif base is not None and base in measured.index:
+        elif base is not None and not pd.isna(throughput.at[c, base]):
             speedup = ratio(top, cell(throughput, lo, hi, c, base))
             entry["speedup_lo"], entry["speedup_hi"] = speedup.lo, speedup.hi
-        tied = []
-        for other in measured.index[1:]:
-            lead = ratio(top, cell(throughput, lo, hi, c, str(other)))
-            if (lead.lo if lead.known else lead.value) < 1.0 + tie_margin:
-                tied.append(str(other))
-        if len(measured) > 1:
-            lead = ratio(top, cell(throughput, lo, hi, c, str(measured.index[1])))
+        if j.runner_up is not None:
             entry.update(
-                runner_up=str(measured.index[1]),
-                lead=lead.value,
-                lead_lo=lead.lo,
-                lead_hi=lead.hi,
+                runner_up=j.runner_up, lead=j.lead.value, lead_lo=j.lead.lo, lead_hi=j.lead.hi
             )
-        entry["near_tie"] = bool(tied)
-        entry["tied"] = ", ".join(tied) if tied else None
-        entry["choice"] = simplest(levels, [best, *tied]) if tied else best
+        entry["near_tie"] = bool(j.tied)
+        entry["tied"] = ", ".join(j.tied) if j.tied else None
+        entry["choice"] = j.choice
+        entry["status"] = j.status
+        entry["rival"] = j.rival
+        entry["rival_ratio"] = j.rival_ratio.value
+        entry["rival_lo"] = j.rival_ratio.lo
+        entry["rival_hi"] = j.rival_ratio.hi
         rows.append(entry)
     columns = [
         "best_lo", "best_hi", "speedup_lo", "speedup_hi", "runner_up", "lead", "lead_lo",
-        "lead_hi", "near_tie", "tied", "choice",
+        "lead_hi", "near_tie", "tied", "choice", "status", "rival", "rival_ratio", "rival_lo",
+        "rival_hi",
     ]  # fmt: skip
     frame = pd.DataFrame(rows).set_index("concurrency") if rows else pd.DataFrame()
     return frame.reindex(columns=columns, index=throughput.index)

@@ -3,24 +3,23 @@
 X is a static variant: adaptive servers (sglang's tiers) are policies of their own and
 are judged by the verification (adaptive_verify), not offered as X.
 
-That is the rule dynamic speculation disable can apply (the seeds asked for
-it). Every candidate (X, N), N a measured level, is scored by the throughput
-it delivers over the traffic mix: sum over levels c of w(c) * T(c), where
-T(c) is X's throughput for c <= N and the baseline's above, and w(c) the
-share of time spent at c. The best candidate wins; "no speculation" is a
-candidate too. A candidate the levels' 95% intervals cannot separate from the best by
-more than the tie margin (the difference of their weighted sums, over the levels where
-they differ, with the half-widths added in quadrature) is a near-tie, and the simplest
-of the near-ties is chosen: no speculation over speculation, fewer draft steps, fewer
-levels with speculation. The policy says so (`tie_note`). It is compared with
-always-baseline, with always running the best single speculative variant, and with the
-per-level oracle (best variant at every level, the ceiling no single-threshold rule can
-pass).
+That is the rule dynamic speculation disable can apply (the seeds asked for it). It is
+not chosen by its own tie rule: every level is decided by the one rule of
+analysis/tie_rule.py (the same that decides the best-per-level table and the tier
+export), and the policy puts those choices in the rule's shape (`rule_from_choices`):
+speculation up to the highest level where it was chosen, with the variant chosen where
+most of the traffic is. A clear gain at one level is never dropped because other levels
+dilute it in a weighted total: the traffic mix weighs what the rule is worth (its
+weighted throughput, `throughput`), not which levels speculate. The rule is compared
+with always-baseline, with always running the best single speculative variant, and with
+the per-level oracle (best variant at every level, the ceiling no single-threshold rule
+can pass). `candidates` keeps the weighted score of every (X, N) for the report.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -28,7 +27,9 @@ import pandas as pd
 from specsweep.analysis.levels import (
     adaptive_mask,
     baseline_name,
+    cell,
     interval_tables,
+    judge_levels,
     metric_table,
     simplicity_key,
     slo_mask,
@@ -36,6 +37,8 @@ from specsweep.analysis.levels import (
 )
 from specsweep.analysis.params import TIE_MARGIN, LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
+from specsweep.analysis.tie_rule import LevelJudgment, really_better
+from specsweep.results.intervals import Interval, ratio
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,6 @@ def _weighted_spread(values: pd.Series, cvs: pd.Series, weights: dict[int, float
     return math.sqrt(var) / _weighted(values, weights)
 
 
-def _rule_text(variant: str | None, up_to: int | None) -> str:
-    return "no speculation" if variant is None else f"{variant} up to c={up_to}"
-
-
 def _series(table: pd.DataFrame, base: str, variant: str | None, up_to: int | None) -> pd.Series:
     """Per level, the variant a rule runs there."""
     if variant is None:
@@ -157,44 +156,51 @@ def _difference(
     return diff, math.sqrt(var)
 
 
-def _resolve_tie(
-    levels: pd.DataFrame,
+def rule_from_choices(
+    judged: dict[int, LevelJudgment],
     table: pd.DataFrame,
     base: str,
-    candidates: pd.DataFrame,
     weights: dict[int, float],
-    tie_margin: float,
-) -> tuple[pd.Series, str | None]:
-    """The simplest candidate the intervals cannot separate from the top scorer."""
-    lo, hi = interval_tables(levels, "output_throughput")
-    half = ((hi - lo) / 2.0).reindex_like(table)
-    top = candidates.loc[candidates["throughput"].idxmax()]  # first max: simplest of equals
-    top_v = None if pd.isna(top["variant"]) else str(top["variant"])
-    top_n = None if top_v is None else int(top["up_to"])
-    top_series = _series(table, base, top_v, top_n)
-    facts = levels.drop_duplicates("variant").set_index("variant", drop=False)
-    tied = []
-    for _, cand in candidates.iterrows():
-        v = None if pd.isna(cand["variant"]) else str(cand["variant"])
-        n = None if v is None else int(cand["up_to"])
-        diff, width = _difference(top_series, _series(table, base, v, n), table, half, weights)
-        width = 0.0 if math.isnan(width) else width
-        if diff - width <= tie_margin * float(top["throughput"]):
-            key = (0, (), 0) if v is None else (1, simplicity_key(facts.loc[v]), n)
-            tied.append((key, cand, diff, width))
-    key, chosen, diff, width = min(tied, key=lambda t: t[0])
-    chosen_v = None if pd.isna(chosen["variant"]) else str(chosen["variant"])
-    if chosen_v == top_v and (chosen_v is None or int(chosen["up_to"]) == top_n):
-        return chosen, None
-    chosen_n = None if chosen_v is None else int(chosen["up_to"])
-    share = diff / float(chosen["throughput"])
-    noise = f" (±{width / float(chosen['throughput']):.1%}, 95%)" if width > 0 else ""
-    note = (
-        f"Near-tie: {_rule_text(top_v, top_n)} scored {share:+.1%}{noise} over "
-        f"{_rule_text(chosen_v, chosen_n)}, within the {tie_margin:.0%} margin"
-        f"{' beyond the noise' if noise else ''}: the simpler rule is chosen."
+    simplicity: dict[str, tuple],
+    allowed: pd.DataFrame,
+    cells: Callable[[int, str], Interval],
+    margin: float,
+) -> tuple[str | None, int | None, str | None]:
+    """The static rule "X up to N, then no speculation" that the per-level choices ask for
+    (the tie rule decides every level; this only puts the choices in the rule's shape).
+
+    X: the speculative variant chosen where the most traffic is (ties: the simplest);
+    N: the highest level where speculation was chosen and X, measured (and allowed) at
+    every level up to it, is not really slower than the baseline there. Returns (X, N,
+    a note where X runs at a level another config won), (None, None, None) when the
+    baseline is chosen everywhere."""
+    spec = {c: j.choice for c, j in judged.items() if j.choice != base}
+    if not spec:
+        return None, None, None
+    share: dict[str, float] = {}
+    for c, v in spec.items():
+        share[v] = share.get(v, 0.0) + weights.get(c, 0.0) + 1e-9
+    variant = min(share, key=lambda v: (-round(share[v], 9), simplicity.get(v, ())))
+    up_to = None
+    for c in (int(c) for c in table.index):
+        if pd.isna(table.at[c, variant]) or not allowed.at[c, variant]:
+            break  # X cannot run here, nor above
+        if c in spec and not really_better(ratio(cells(c, base), cells(c, variant)), margin):
+            up_to = c  # speculation chosen here, and X is not really slower than no speculation
+    if up_to is None:
+        return None, None, None
+    others = sorted(
+        {f"{v} at c={c}" for c, v in spec.items() if v != variant and c <= up_to}
+        | {f"{v} at c={c}" for c, v in spec.items() if c > up_to}
     )
-    return chosen, note
+    note = None
+    if others:
+        note = (
+            f"A static rule runs one variant: {variant} stands in where another config won "
+            f"({'; '.join(others)}); the adaptive tiers, where the variants allow them, "
+            "run each level's own choice."
+        )
+    return variant, up_to, note
 
 
 def speculation_policy(
@@ -238,9 +244,20 @@ def speculation_policy(
                 {"variant": variant, "up_to": int(n), "throughput": _weighted(mixed, weights)}
             )
     candidates = pd.DataFrame(rows)
-    best, tie_note = _resolve_tie(levels, table, base, candidates, weights, tie_margin)
-    variant = None if pd.isna(best["variant"]) else str(best["variant"])
-    up_to = None if variant is None else int(best["up_to"])
+    masked = table.where(allowed)
+    judged = judge_levels(levels, tie_margin, masked)
+    facts = levels.drop_duplicates("variant").set_index("variant", drop=False)
+    simplicity = {str(v): simplicity_key(facts.loc[v]) for v in table.columns}
+    lo, hi = interval_tables(levels, "output_throughput")
+
+    def cells(c: int, v: str) -> Interval:
+        return cell(table, lo.reindex_like(table), hi.reindex_like(table), c, v)
+
+    variant, up_to, tie_note = rule_from_choices(
+        judged, table, base, weights, simplicity, allowed, cells, tie_margin
+    )
+    mixed = table[variant].where(table.index <= up_to, baseline) if variant else baseline
+    best = {"variant": variant, "up_to": up_to, "throughput": _weighted(mixed, weights)}
     later = [int(c) for c in table.index if up_to is not None and c > up_to]
     chosen = (
         table[variant].where(table.index <= up_to, baseline) if variant is not None else baseline

@@ -67,12 +67,12 @@ def report(
 ) -> None:
     """Write a run's report: self-contained HTML with plots, and the same tables in Markdown."""
     from specsweep.analysis.answer import analyze_run
+    from specsweep.report.decision_view import headline_lines
     from specsweep.report.evidence import pivot_line, tie_lines
     from specsweep.report.render import (
         adaptive_lines,
         default_report_dir,
         plan_sentences,
-        stated_headline,
         warnings,
         write_report,
     )
@@ -87,7 +87,8 @@ def report(
     except (LookupError, ValueError) as exc:
         raise fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
-    console.print(f"[bold]{stated_headline(answer)}[/]", soft_wrap=True)
+    for line in headline_lines(answer):
+        console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
     load = load_line(answer)
     if load:
         console.print(load, soft_wrap=True, markup=False, highlight=False)

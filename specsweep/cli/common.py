@@ -25,6 +25,7 @@ from specsweep.workloads.preflight import check_load
 if TYPE_CHECKING:
     import pandas as pd
 
+    from specsweep.analysis.answer import Answer
     from specsweep.report.shapes import Surface
     from specsweep.results.store import ResultsStore
 
@@ -211,15 +212,83 @@ def surface_table(grid: Surface) -> Table:
     return out
 
 
-def show_run(store: ResultsStore, run_id: str) -> None:
-    """The run's summary from its Parquet files, with its search (if any) said apart; a
-    run of several load shapes: each shape's on its own, then the surface over them."""
+def show_run(store: ResultsStore, run_id: str, wide: bool = False) -> None:
+    """The run's decision first (what to deploy, what it measured, the verdict; one
+    table of at most 100 columns), then what a reader must know about the numbers;
+    `wide`: also every variant's throughput table per shape (the report has them all)."""
+    from specsweep.analysis.answer import analyze_run
+
+    levels = store.read_levels(run_id)
+    run = store.read_run(run_id)
+    try:
+        answer = analyze_run(store, run_id)
+    except (LookupError, ValueError) as exc:
+        console.print(f"[red]{exc}[/]", soft_wrap=True)
+        return
+    show_decision(answer)
+    if wide:
+        _show_wide(store, run_id, levels, run)
+    else:
+        for line in skipped_lines(answer.skipped_levels):
+            console.print(f"skipped (not measured) {line}", soft_wrap=True, markup=False)
+        for rec in answer.failed_levels.to_dict("records"):
+            console.print(
+                f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}",
+                soft_wrap=True,
+            )
+    for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
+        console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
+    for line in gpu_memory_lines(store.read_phase_files(run_id)):
+        console.print(line, soft_wrap=True)
+    note = simulated_note(levels)
+    if note:
+        console.print(f"[yellow]{note}[/]", soft_wrap=True)
+
+
+def show_decision(answer: Answer) -> None:
+    """The decision as report/decision_view.py renders it, for a terminal of 100 columns."""
+    from rich import box
+
+    from specsweep.report.decision_view import (
+        DECISION_COLUMNS,
+        cells,
+        decision_rows,
+        headline_lines,
+    )
+    from specsweep.report.shapes import load_line
+
+    for line in headline_lines(answer):
+        console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
+    found = cells(answer)
+    if not found:
+        return
+    first = found[0]
+    load = load_line(answer)
+    if load:
+        console.print(load, soft_wrap=True, markup=False, highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    for i, name in enumerate(DECISION_COLUMNS):
+        table.add_column(name, justify="right" if i in (0, 2) else "left", overflow="fold")
+    for row in decision_rows(first):
+        table.add_row(*row)
+    console.print(table)
+    for sentence in first.level_sentences():
+        console.print(f"- {sentence}.", soft_wrap=True, markup=False, highlight=False)
+    if first.deploy.command:
+        console.print(f"deploy: {first.deploy.command}", soft_wrap=True, markup=False)
+    for other in found[1:]:
+        for line in other.headline():
+            console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
+
+
+def _show_wide(
+    store: ResultsStore, run_id: str, levels: pd.DataFrame, run: dict[str, object] | None
+) -> None:
+    """Every variant's throughput per level and shape, with the evidence (--wide)."""
     from specsweep.analysis.summary import summaries_by_shape
     from specsweep.report.evidence import load_text
     from specsweep.report.shapes import summary_surface, surface_note
 
-    levels = store.read_levels(run_id)
-    run = store.read_run(run_id)
     summary = summarize(
         levels,
         store.read_predictions(run_id),
@@ -237,25 +306,11 @@ def show_run(store: ResultsStore, run_id: str) -> None:
     if surface is not None:
         console.print(surface_table(surface))
         console.print(surface_note(surface), soft_wrap=True, markup=False, style="dim")
-    for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
-        console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
-    for line in gpu_memory_lines(store.read_phase_files(run_id)):
-        console.print(line, soft_wrap=True)
-    note = simulated_note(levels)
-    if note:
-        console.print(f"[yellow]{note}[/]")
 
 
 def show_outcome(store: ResultsStore, run_id: str, answer: dict[str, object]) -> None:
-    """After a sweep: its summary, the policy line, where the results and report are."""
+    """After a sweep: its decision and summary, where the results and report are."""
     show_run(store, run_id)
-    if answer.get("policy"):
-        at = f" at {answer['shape']}" if len(answer.get("shapes") or []) > 1 else ""
-        console.print(f"[bold]policy{at}:[/] {answer['policy']}", soft_wrap=True)
-    for shape, its in list((answer.get("by_shape") or {}).items())[1:]:  # type: ignore[attr-defined]
-        console.print(f"[bold]policy at {shape}:[/] {its['policy']}", soft_wrap=True)
-    for line in answer.get("adaptive") or []:  # type: ignore[attr-defined]
-        console.print(f"[bold]adaptive:[/] {line}", soft_wrap=True, highlight=False)
-    console.print(f"results: {store.levels_dir}/{run_id}")
+    console.print(f"results: {store.levels_dir}/{run_id}", soft_wrap=True)
     if answer.get("report_html"):
-        console.print(f"report:  {answer['report_html']}")
+        console.print(f"report:  {answer['report_html']}", soft_wrap=True)

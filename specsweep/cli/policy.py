@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 
 from specsweep.cli.common import (
     ConfigOpt,
@@ -27,7 +26,7 @@ from specsweep.cli.common import (
     load_sweep,
     open_store,
 )
-from specsweep.config import PolicyVerification, SweepConfig
+from specsweep.config import PolicyVerification
 from specsweep.config.plan import SweepKind, sweep_variants
 from specsweep.errors import ConfigError, PolicyExportRefused
 
@@ -95,17 +94,6 @@ def pick_shape(
     return levels[labels == shape], shape, shapes
 
 
-def _run_config(run: dict[str, object] | None) -> SweepConfig | None:
-    """The run's own (redacted) config, when it still validates on this machine."""
-    text = (run or {}).get("config")
-    if not text:
-        return None
-    try:
-        return SweepConfig.model_validate(json.loads(str(text)))
-    except (ValidationError, ValueError):
-        return None
-
-
 @policy_app.command("export")
 def export(
     run_id: Annotated[str, typer.Argument(help="The run whose answer to export.")],
@@ -125,6 +113,7 @@ def export(
     """Export a run's measured per-level answer at one load shape as an SGLang adaptive tier
     config."""
     from specsweep.analysis.adaptive_export import export_adaptive
+    from specsweep.analysis.deploy_command import run_config
     from specsweep.analysis.verification_plan import verification_variants
     from specsweep.config.command import build_launch_command
 
@@ -159,7 +148,7 @@ def export(
         )
     for line in tiers.describe():
         shown.print(line, soft_wrap=True, markup=False)
-    config = _run_config(run)
+    config = run_config(run)
     path = str(out.resolve()) if out is not None else "tiers.json"
     if config is None:
         shown.print(

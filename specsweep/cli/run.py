@@ -102,14 +102,17 @@ def plan(
 def summary(
     run_id: Annotated[str | None, typer.Argument(help="Default: the latest run.")] = None,
     results_dir: ResultsOpt = "results",
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Also every variant's throughput table (wide).")
+    ] = False,
 ) -> None:
-    """Re-render a run's summary from its Parquet files."""
+    """Re-render a run's decision and summary from its Parquet files."""
     store = open_store(results_dir)  # a bad URI or missing dir: a clear error, no traceback
     run_id = run_id or store.latest_run_id()
     if run_id is None:
         err.print(f"[red]no runs under {results_dir}[/]")
         raise typer.Exit(1)
-    show_run(store, run_id)
+    show_run(store, run_id, wide)
 
 
 def register(app: typer.Typer) -> None:

@@ -127,6 +127,14 @@ class LoadSpec(_Model):
         description="With target_ci: the most requests measured at a level; default 10 "
         "passes' worth.",
     )
+    decide_budget_s: float = Field(
+        60.0,
+        ge=0,
+        description="Server seconds the whole run may spend measuring more while a "
+        "variant's server is up, where a level's decision is still open (a config leads "
+        "beyond the tie margin, its interval reaching below it): more passes there, pooled "
+        "with the level's. 0: measure exactly the planned passes.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from specsweep.analysis.answer import Answer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
 from specsweep.report.baselines import baseline_sentences
 from specsweep.report.caveats import level_notes, sentence
+from specsweep.report.decision_view import decision_markdown, headline_text
 from specsweep.report.figure import inline_png, png
 from specsweep.report.plots import (
     APART,
@@ -75,19 +76,15 @@ class ReportFiles:
 
 
 def headline(answer: Answer) -> str:
-    """The one line a reader needs: the policy, or why there is none."""
-    if answer.policy is not None:
-        return answer.policy.line()
-    if answer.throughput.empty:
-        return "No level completed successfully: nothing to compare."
-    return "No baseline was measured, so neither a pivot nor a policy can be given."
+    """What a reader needs first, as one paragraph: the decision's headline (what to
+    deploy, what it measured, the verdict; report/decision_view.py)."""
+    return headline_text(answer)
 
 
 def stated_headline(answer: Answer) -> str:
     """The headline as a view states it: for a run of several shapes, the shape it is for
     leads (``At in512-out256: Use ...``); the load line under it says the rest."""
-    line = headline(answer)
-    return f"At {answer.shape}: {line}" if answer.multi_shape else line
+    return headline(answer)  # a cell's headline names its shape itself
 
 
 def adaptive_lines(answer: Answer) -> list[str]:
@@ -392,7 +389,7 @@ def answer_markdown(
     run's records say about the numbers (the GPUs' memory before the sweep and after it)."""
     images = images or {}
     lines = [f"## specsweep answer: run `{answer.run_id}`", ""]
-    lines += [f"**{stated_headline(answer)}**", ""]
+    lines += decision_markdown(answer)
     load = load_line(answer)
     if load:
         lines += [load, ""]

@@ -125,11 +125,13 @@ def test_the_policy_gain_has_an_interval_and_ties_go_to_the_simpler_rule():
     assert sure.gain_lo < sure.gain_vs_baseline < sure.gain_hi
     assert math.isfinite(sure.gain_lo)
     assert "(95%: +" in sure.line()
-    # The same curves at ±15%: no rule can be told from no speculation: the simplest wins.
+    # The same curves at ±15%: c=1 and c=2 still gain beyond their intervals (1.45x, 1.35x),
+    # so speculation runs there whatever the traffic mix weighs (issue 27: a clear gain at
+    # a level is never given up); from c=4 the intervals reach below the margin: the
+    # baseline, the simpler config, runs.
     noisy = speculation_policy(frame(with_ci(sweep_rows("r"), 0.15)), mix)
-    assert noisy.variant is None
-    assert noisy.tie_note.startswith(f"Near-tie: {SPEC} up to c=16 scored +8.6% (±16.1%, 95%)")
-    assert "the simpler rule is chosen" in noisy.line()
+    assert (noisy.variant, noisy.up_to) == (SPEC, 2)
+    assert noisy.gain_vs_baseline == 0.0  # the mix weighs only c=8 and c=16
 
 
 def test_a_pivot_unsure_at_every_level_says_so():

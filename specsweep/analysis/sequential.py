@@ -1,0 +1,108 @@
+"""Measure more while the server is up: the next step that could settle an open decision.
+
+A level the tie rule leaves open (tie_rule.py: a more complex config measured beyond the
+tie margin over the simpler choice, its interval reaching below the margin) changes the
+deployable config depending on which way more measurement goes. The cheapest time to
+measure more is while that variant's server is still up: relaunching it later costs a
+whole launch. So after a variant's levels, `plan_more` looks at the run's rows so far
+and returns a typed step, as a planner should (GuideLLM's ``Profile.next_strategy``):
+
+- `MeasureMore(concurrency, passes)`: more passes of this variant at a level where it is
+  one side of an open decision and its own interval is a large part of the ratio's (else
+  measuring it would not narrow the ratio), the widest first, doubling its passes; or
+- `Settled(reason)`: nothing open involves it, or the run's `load.decide_budget_s` (the
+  server time spent measuring more, over the whole run) would be exceeded.
+
+Extra passes are pooled with the level's earlier ones (same server, fresh prompts), so the
+level's interval narrows and the level row is rewritten with every pass in it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from specsweep.analysis.levels import adaptive_mask, judge_levels, ok_levels
+from specsweep.analysis.params import TIE_MARGIN
+
+MAX_PASSES = 16  # a level pooled past this is left to the budget's verdict: it is a tie
+
+
+@dataclass(frozen=True)
+class MeasureMore:
+    concurrency: int
+    passes: int  # further passes to run now
+    reason: str  # the open decision it would settle
+
+
+@dataclass(frozen=True)
+class Settled:
+    reason: str
+
+
+DecideStep = MeasureMore | Settled
+
+
+def _rel_half(row: pd.Series) -> float:
+    value, lo, hi = (
+        row["output_throughput"],
+        row.get("output_throughput_lo"),
+        row.get("output_throughput_hi"),
+    )
+    if value is None or lo is None or hi is None or pd.isna(lo) or pd.isna(hi) or not value:
+        return math.nan
+    return float((hi - lo) / 2.0 / value)
+
+
+def plan_more(
+    rows: pd.DataFrame,
+    variant: str,
+    *,
+    passes: Mapping[int, int],
+    pass_seconds: Mapping[int, float],
+    spent_s: float,
+    budget_s: float,
+    margin: float = TIE_MARGIN,
+) -> DecideStep:
+    """The next extra measurement of `variant` (see the module docstring).
+
+    rows: the run's level rows of this cell (one shape, the answer's targets);
+    passes / pass_seconds: per level this server can pool into (measured on it now), its
+    passes so far and the seconds one pass took; spent_s: the run's extra seconds so far.
+    """
+    if budget_s <= 0:
+        return Settled("measuring more is off (load.decide_budget_s = 0)")
+    left = budget_s - spent_s
+    ok = ok_levels(rows)
+    ok = ok[~adaptive_mask(ok)]
+    if ok.empty:
+        return Settled("nothing measured")
+    judged = judge_levels(ok, margin)
+    mine = ok[ok["variant"] == variant].groupby("concurrency").last()
+    candidates = []
+    for c, j in judged.items():
+        if j.status != "open" or variant not in (j.choice, j.rival) or c not in passes:
+            continue
+        if c not in mine.index or passes[c] >= MAX_PASSES:
+            continue
+        other = j.rival if variant == j.choice else j.choice
+        theirs = ok[(ok["variant"] == other) & (ok["concurrency"] == c)]
+        own, their = _rel_half(mine.loc[c]), _rel_half(theirs.iloc[-1]) if len(theirs) else 0.0
+        if math.isfinite(own) and math.isfinite(their) and own < 0.5 * their:
+            continue  # the other side's noise dominates: measuring this side barely helps
+        candidates.append((j.width(), c, j))
+    if not candidates:
+        return Settled(f"no open decision that more of {variant} can settle")
+    _, c, j = max(candidates, key=lambda t: (t[0] if math.isfinite(t[0]) else 0.0, -t[1]))
+    more = min(max(1, passes[c]), MAX_PASSES - passes[c])
+    cost = pass_seconds.get(c, math.inf)
+    while more > 1 and more * cost > left:
+        more //= 2
+    if more * cost > left:
+        return Settled(
+            f"load.decide_budget_s spent ({spent_s:.0f} of {budget_s:.0f} s): c={c} stays open"
+        )
+    return MeasureMore(c, more, j.sentence())
