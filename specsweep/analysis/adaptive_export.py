@@ -521,9 +521,9 @@ def export_adaptive(
     lv = sorted(choices)
     plain_t = plain.groupby("concurrency")["output_throughput"].mean().reindex(table.index)
     gains = (table.drop(columns=[0]).max(axis=1) / plain_t - 1).round(4)
-    if all(choices[c] == 0 for c in lv):
+    if all(choices[c] == 0 for c in lv) or not (gains > tie_margin).any():
         raise _refuse(
-            f"speculation is never chosen in this run (best chain vs the plain baseline: "
+            f"speculation never wins in this run (best chain vs the plain baseline: "
             f"{', '.join(f'c={c} {g:+.1%}' for c, g in gains.items())}; a gain whose 95% "
             f"interval reaches below {tie_margin:.0%} ties, and ties go to no speculation): "
             "run without it; there is nothing to export"

@@ -89,7 +89,7 @@ class Pivot:
             else:
                 where = f"over the whole measured range (c={lo}..{hi})"
             unsure = ", ".join(map(str, self.unsure))
-            text = f"inconclusive {where}: the ratio's 95% interval contains 1 at c={unsure}"
+            text = f"crosses {where}: the ratio's 95% interval contains 1 at c={unsure}"
             if self.suggest is not None:
                 text += f"; add a level at c={self.suggest} (or repeat c={unsure})"
             else:

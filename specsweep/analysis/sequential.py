@@ -82,6 +82,8 @@ def plan_more(
         return Settled("nothing measured")
     judged = judge_levels(ok, margin)
     mine = ok[ok["variant"] == variant].groupby("concurrency").last()
+    if bool(ok.loc[ok["variant"] == variant, "is_baseline"].any()):
+        return _reference(variant, mine, passes, pass_seconds, left, spent_s, budget_s, margin)
     candidates = []
     for c, j in judged.items():
         if j.status != "open" or variant not in (j.choice, j.rival) or c not in passes:
@@ -95,14 +97,67 @@ def plan_more(
             continue  # the other side's noise dominates: measuring this side barely helps
         candidates.append((j.width(), c, j))
     if not candidates:
+        # the incumbent: where this variant is the choice, later variants are compared
+        # with it after its server is gone; make it as sure as the reference
+        for c, j in judged.items():
+            if j.choice == variant and c in passes and c in mine.index and passes[c] < MAX_PASSES:
+                half = _rel_half(mine.loc[c])
+                if math.isfinite(half) and half > 2 * margin:
+                    candidates.append((half, c, j))
+        if candidates:
+            half, c, _ = max(candidates)
+            return _more(c, passes, pass_seconds, left, spent_s, budget_s,
+                         f"{variant} is the choice at c={c}, measured ±{half:.1%}")  # fmt: skip
+    if not candidates:
         return Settled(f"no open decision that more of {variant} can settle")
     _, c, j = max(candidates, key=lambda t: (t[0] if math.isfinite(t[0]) else 0.0, -t[1]))
+    return _more(c, passes, pass_seconds, left, spent_s, budget_s, j.sentence())
+
+
+def _more(
+    c: int,
+    passes: Mapping[int, int],
+    pass_seconds: Mapping[int, float],
+    left: float,
+    spent_s: float,
+    budget_s: float,
+    reason: str,
+) -> DecideStep:
+    """Double the level's passes, or as many as the budget left allows (at least one)."""
     more = min(max(1, passes[c]), MAX_PASSES - passes[c])
     cost = pass_seconds.get(c, math.inf)
     while more > 1 and more * cost > left:
         more //= 2
     if more * cost > left:
         return Settled(
-            f"load.decide_budget_s spent ({spent_s:.0f} of {budget_s:.0f} s): c={c} stays open"
+            f"load.decide_budget_s spent ({spent_s:.0f} of {budget_s:.0f} s): c={c} stays as is"
         )
-    return MeasureMore(c, more, j.sentence())
+    return MeasureMore(c, more, reason)
+
+
+def _reference(
+    variant: str,
+    mine: pd.DataFrame,
+    passes: Mapping[int, int],
+    pass_seconds: Mapping[int, float],
+    left: float,
+    spent_s: float,
+    budget_s: float,
+    margin: float,
+) -> DecideStep:
+    """The baseline is one side of every speedup, pivot and tie the run will judge, and its
+    server is gone by the time the others are measured: while it is up, its widest level
+    gets more passes until each is within twice the tie margin (or the budget says no)."""
+    wide = [
+        (half, int(c))
+        for c, row in mine.iterrows()
+        if int(c) in passes
+        and passes[int(c)] < MAX_PASSES
+        and math.isfinite(half := _rel_half(row))
+        and half > 2 * margin
+    ]
+    if not wide:
+        return Settled(f"{variant}: every level within ±{2 * margin:.0%} (the reference)")
+    half, c = max(wide)
+    reason = f"the reference of every ratio measured ±{half:.1%} at c={c}"
+    return _more(c, passes, pass_seconds, left, spent_s, budget_s, reason)

@@ -229,6 +229,18 @@ def show_run(store: ResultsStore, run_id: str, wide: bool = False) -> None:
     if wide:
         _show_wide(store, run_id, levels, run)
     else:
+        from specsweep.report.evidence import load_text
+        from specsweep.report.search import search_lines
+
+        shapes = answer.shapes
+        if len(shapes) > 1:
+            load = load_text(answer.levels if not answer.by_shape else levels, "")
+            console.print(
+                f"load: {len(shapes)} load shapes, {load}",
+                soft_wrap=True, markup=False, highlight=False,
+            )  # fmt: skip
+        for line in search_lines(answer.search):
+            console.print(line, soft_wrap=True, markup=False, highlight=False)
         for line in skipped_lines(answer.skipped_levels):
             console.print(f"skipped (not measured) {line}", soft_wrap=True, markup=False)
         for rec in answer.failed_levels.to_dict("records"):

@@ -141,7 +141,7 @@ def best_text(rec: Mapping[str, Any]) -> str:
 
 
 def pivot_cell(pivot: Pivot) -> str:
-    """The pivot in a few words: ``22.6 (95%: 19.1 to 26.9)``, ``inconclusive between c=4
+    """The pivot in a few words: ``22.6 (95%: 19.1 to 26.9)``, ``crosses between c=4
     and c=16; add c=8``, or its kind."""
     if pivot.kind == "crosses":
         text = f"{pivot.concurrency:.3g}" if pivot.concurrency is not None else "crosses"
@@ -158,7 +158,7 @@ def pivot_cell(pivot: Pivot) -> str:
             where = f"above c={low:g}"
         else:
             where = "in the measured range"
-        text = f"inconclusive {where}"
+        text = f"crosses {where}"
         return text + (f"; add c={pivot.suggest}" if pivot.suggest is not None else "")
     return pivot.kind
 
@@ -166,9 +166,9 @@ def pivot_cell(pivot: Pivot) -> str:
 PIVOT_NOTE = (
     "Where the variant's throughput falls below the baseline's, interpolated on "
     "log2(concurrency) between the measured levels. With intervals: 95% is the range the "
-    "crossing lies in (soft: wider than a factor 1.25 in c); inconclusive: a level's "
-    "speedup interval contains 1, so the crossing is only known to lie in that bracket "
-    "(measure the suggested level, or repeat the unsure ones)."
+    "crossing lies in (soft: wider than a factor 1.25 in c); crosses between c=a and c=b: "
+    "a level's speedup interval contains 1, so the crossing is only known to lie in that "
+    "bracket (measure the suggested level, or repeat the unsure ones)."
 )
 
 

@@ -80,7 +80,7 @@ def _pivot_label(answer: Answer, variant: str) -> str:
         if pivot.low is not None and pivot.high is not None:
             short += f", 95% {pivot.low:.3g} to {pivot.high:.3g}"
     elif pivot.kind == "inconclusive":
-        short = "pivot inconclusive"
+        short = "pivot between levels"
         if pivot.suggest is not None:
             short += f": add c={pivot.suggest}"
     else:
@@ -126,7 +126,7 @@ def _pivot_span(ax: Axes, pivot: Pivot, color: str, levels: list[int], y: float)
         low, high, facecolor="none", edgecolor=color, hatch="//", alpha=0.4, linewidth=0.8,
         zorder=1,
     )  # fmt: skip
-    text = "inconclusive" + (f": add c={pivot.suggest}" if pivot.suggest is not None else "")
+    text = "crosses here" + (f": add c={pivot.suggest}" if pivot.suggest is not None else "")
     ax.text(
         math.sqrt(low * high), y, text, ha="center", va="bottom", fontsize=8, color=color,
         transform=ax.get_xaxis_transform(), zorder=4,  # under the legend (5)
@@ -144,7 +144,12 @@ def _evidence_handles(band: bool, span: bool, hatch: bool) -> list[Patch]:
         out.append(Patch(facecolor="#888888", alpha=SPAN_ALPHA * 2, label="pivot's 95% range"))
     if hatch:
         out.append(
-            Patch(facecolor="none", edgecolor="#555555", hatch="//", label="pivot inconclusive")
+            Patch(
+                facecolor="none",
+                edgecolor="#555555",
+                hatch="//",
+                label="pivot between levels (within noise)",
+            )
         )
     return out
 

@@ -170,6 +170,12 @@ def pivot_summary(answer: Answer) -> str:
 
 
 def policy_text(answer: Answer) -> str:
+    """The shape's decision in one paragraph (its headline, without the shape's name)."""
+    if answer.decision is not None:
+        label = answer.decision.label
+        lines = answer.decision.headline()
+        lines[0] = lines[0].removeprefix(f"At {label}: ") if label else lines[0]
+        return " ".join(lines)
     if answer.policy is not None:
         return answer.policy.line()
     if answer.throughput.empty:

@@ -141,7 +141,7 @@ def test_an_inconclusive_pivot_is_unsure_never_a_move():
     report = judge_decisions(frame(rows), run_id)
     pivot = one(report, "pivot", SPEC)
     assert pivot.status == UNSURE
-    assert "inconclusive" in pivot.describe()
+    assert "crosses" in pivot.describe() and "contains 1" in pivot.describe()
     assert pivot.record() in report.event_payload()["unsure"]
 
 
@@ -231,4 +231,4 @@ def test_a_pivot_unsure_at_every_level_is_unsure_and_described():
         rows += with_ci(sweep_rows(run_id, {1: 1.01, 2: 1.0}, [1, 2], started_at=start), 0.05)
     pivot = one(judge_decisions(frame(rows), run_id), "pivot", SPEC)
     assert pivot.status == UNSURE
-    assert pivot.after.startswith("inconclusive over the whole measured range (c=1..2)")
+    assert pivot.after.startswith("crosses over the whole measured range (c=1..2)")

@@ -57,7 +57,7 @@ def test_wide_intervals_make_the_same_crossing_inconclusive_with_the_level_to_ad
     assert (pivot.low, pivot.high) == (4.0, 32.0)
     assert pivot.suggest == 11  # the middle of 8..16, where the ratio itself crosses 1
     text = pivot.describe()
-    assert text.startswith("inconclusive between c=4 and c=32")
+    assert text.startswith("crosses between c=4 and c=32")
     assert "add a level at c=11" in text
 
 
@@ -139,7 +139,7 @@ def test_a_pivot_unsure_at_every_level_says_so():
     pivot = pivot_points(frame(with_ci(sweep_rows("r", ratio=ratios(values)), 0.05)))[SPEC]
     assert pivot.kind == "inconclusive"
     assert (pivot.low, pivot.high) == (None, None)
-    assert pivot.describe().startswith("inconclusive over the whole measured range (c=1..32)")
+    assert pivot.describe().startswith("crosses over the whole measured range (c=1..32)")
     assert pivot.suggest is None  # no level placed anywhere would settle it: measure longer
     assert pivot.describe().endswith("measure the levels longer (load.target_ci) to tell")
 

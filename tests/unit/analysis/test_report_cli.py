@@ -67,7 +67,7 @@ def test_cli_report_writes_into_the_results_tree(store):
         app, ["report", "--results-dir", str(store.root), "--traffic", "1=3,2=1"]
     )
     assert result.exit_code == 0, result.output
-    assert "Use eagle3-s2-k1-d3 up to concurrency 2" in result.output
+    assert "Deploy SGLang adaptive tiers 1:[2] 24:[0] (EAGLE3 chains)." in result.output
     assert "pivot at c≈22.6" in result.output
     assert (store.root / "reports" / "20261102T000000Z-bbbbbb" / "report.html").exists()
 

@@ -40,7 +40,7 @@ def test_report_prints_the_surface_and_each_shapes_pivot(results, tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.startswith("At in512-out256: Use eagle3-s2-k1-d3 up to concurrency 16")
+    assert out.startswith("At in512-out256: Deploy SGLang adaptive tiers 1:[2] 24:[0]")
     assert "Load: in512-out256, random-ids prompts via generate." in out
     assert "Exportable at in512-out256 as SGLang adaptive" in out
     assert f"policy export {RUN} --shape in512-out256" in out
@@ -53,7 +53,10 @@ def test_report_prints_the_surface_and_each_shapes_pivot(results, tmp_path):
     assert cells[:4] == ["s2-k1-d3", "s2-k1-d3", "s2-k1-d3", "baseline"]  # first of two lines
     for shape, k in PIVOT_AT.items():
         assert f"  pivots at {shape}: {SPEC}: pivot at c≈{2**k:.3g}" in out
-    assert "in16384-out256 (random-ids prompts via generate): No speculation" in out
+    assert (
+        "in16384-out256 (random-ids prompts via generate): Deploy SGLang adaptive tiers 1:[2] 2:[0]"
+        in out
+    )
 
 
 def _export(results: str, *extra: str):
@@ -93,7 +96,7 @@ def test_a_run_from_before_load_shapes_has_its_own_shape(results):
 
 
 def test_summary_prints_each_shape_on_its_own_then_the_surface(results):
-    result = runner.invoke(app, ["summary", RUN, "--results-dir", results])
+    result = runner.invoke(app, ["summary", RUN, "--results-dir", results, "--wide"])
     assert result.exit_code == 0, result.output
     out = result.output
     assert "load: 3 load shapes, random-ids prompts via generate" in out
