@@ -17,6 +17,7 @@ from specsweep.config.secrets import literal_secret_names
 from specsweep.errors import SweepFailed
 from specsweep.report.artifacts import fit_tables
 from specsweep.report.markdown import summary_markdown, summary_text
+from specsweep.report.prose import fit_text
 from specsweep.results.phases import gpu_memory_lines
 from specsweep.results.preflight import check_results_dir
 from specsweep.results.rows import RunContext
@@ -105,7 +106,7 @@ def finish_run(
     memory = gpu_memory_lines(store.read_phase_files(run_id))
     markdown = summary_markdown(run_id, summary, errors, memory)
     create_markdown_artifact(
-        fit_tables(markdown), key=f"{kind}-summary", description=f"run {run_id}"
+        fit_tables(fit_text(markdown)), key=f"{kind}-summary", description=f"run {run_id}"
     )  # tables fitted to the UI's artifact column, as the answer's
     logger.info("\n%s", summary_text(run_id, summary, errors, memory))  # a log shows no Markdown
     result: dict[str, Any] = {"run_id": run_id, "results_dir": str(config.results_dir)}

@@ -15,6 +15,7 @@ from specsweep.analysis.verification_plan import pinned_zero_variant, verificati
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.command import command_for
 from specsweep.errors import PolicyExportRefused
+from specsweep.report.prose import fit_text, paragraph
 from specsweep.results.store import ResultsStore
 
 EXPORT_KEY = "specsweep-adaptive-export"
@@ -50,7 +51,9 @@ def export_policy(config: SweepConfig, variants: list[Variant], run_id: str) -> 
     except PolicyExportRefused as exc:
         logger.warning("policy not exported, nothing to verify: %s", exc)
         create_markdown_artifact(
-            f"# Adaptive export refused\n\n{exc}\n", key=EXPORT_KEY, description=f"run {run_id}"
+            fit_text(f"# Adaptive export refused\n\n{paragraph(str(exc))}\n"),
+            key=EXPORT_KEY,
+            description=f"run {run_id}",
         )
         return []
     text = json.dumps(export.sglang_config(), indent=2, sort_keys=True)
@@ -58,8 +61,10 @@ def export_policy(config: SweepConfig, variants: list[Variant], run_id: str) -> 
     lines = "\n".join(f"- {line}" for line in export.describe())
     shown = "\n\n".join(f"```\n{c}\n```" for c in commands)
     create_markdown_artifact(
-        f"# Adaptive tiers exported from run {run_id}\n\n{lines}\n\n```json\n{text}\n```\n\n"
-        f"Verified by launching:\n\n{shown}\n",
+        fit_text(
+            f"# Adaptive tiers exported from run {run_id}\n\n{lines}\n\n```json\n{text}\n```\n\n"
+            f"Verified by launching:\n\n{shown}\n"
+        ),
         key=EXPORT_KEY,
         description=f"run {run_id}",
     )

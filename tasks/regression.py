@@ -13,6 +13,7 @@ from prefect.events import Event, emit_event
 from specsweep.analysis.decisions import DecisionReport, judge_stored_decisions
 from specsweep.analysis.params import RegressionPolicy
 from specsweep.analysis.regression import RegressionReport, judge_stored_run, verdict_markdown
+from specsweep.report.prose import fit_text
 from specsweep.results.store import ResultsStore
 
 REGRESSION_EVENT = "specsweep.regression.detected"
@@ -29,7 +30,7 @@ def judge_regression(
     logger = get_run_logger()
     report = judge_stored_run(ResultsStore(results_dir), run_id, policy)
     create_markdown_artifact(
-        verdict_markdown(report), key=VERDICT_KEY, description=report.headline()
+        fit_text(verdict_markdown(report)), key=VERDICT_KEY, description=report.headline()
     )
     (logger.error if report.regressed else logger.info)("%s", report.message())
     return report
@@ -63,7 +64,9 @@ def judge_decisions(
     `specsweep.decision.changed` on the run's resource, with every number behind it."""
     logger = get_run_logger()
     report = judge_stored_decisions(ResultsStore(results_dir), run_id, policy)
-    create_markdown_artifact(report.markdown(), key=DECISIONS_KEY, description=report.headline())
+    create_markdown_artifact(
+        fit_text(report.markdown()), key=DECISIONS_KEY, description=report.headline()
+    )
     (logger.warning if report.moved else logger.info)("%s", report.message())
     if report.moved:
         targets = sorted({str(d.scope["target"]) for d in report.changed})

@@ -201,9 +201,10 @@ class Variant(_Model):
     def named_env(self) -> dict[str, str]:
         """The env entries that enter the derived name, sorted by name.
 
-        Left out: secret-looking names and ``secret:`` references (credentials do not
-        change the server, and nothing derived from a secret is written to results), and
-        on a speculative variant SGLANG_ENABLE_SPEC_V2, which its ``-v2`` suffix says.
+        Left out: secret names (config/redact.py's rule) and ``secret:`` references
+        (credentials do not change the server, and nothing derived from a secret is written
+        to results), and on a speculative variant SGLANG_ENABLE_SPEC_V2, which its ``-v2``
+        suffix says. A knob that only mentions a secret word (``X_TOKEN_FACTOR``) counts.
         """
         return {
             k: v

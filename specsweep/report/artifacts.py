@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from specsweep.analysis.answer import Answer
+from specsweep.report.prose import fit_text
 from specsweep.report.render import ReportFiles, answer_markdown, markdown, report_link
 
 # Measured in Chromium on Prefect 3.9's artifact page at --window-size=1440,1000: the
@@ -77,7 +78,7 @@ def answer_page(
         f": this run's `{report_artifact}` artifact." if report_artifact else "."
     )
     report = [full, report_where(files.html, url)]
-    return fit_tables(answer_markdown(answer, images, report, notes))
+    return fit_tables(fit_text(answer_markdown(answer, images, report, notes)))
 
 
 def report_page(answer: Answer, files: ReportFiles, url: str | None = None) -> str:
@@ -85,7 +86,7 @@ def report_page(answer: Answer, files: ReportFiles, url: str | None = None) -> s
     tables fitted; the HTML file linked where it is served."""
     images = {name: data_uri(data) for name, data in files.inline.items()}
     page = markdown(answer, images).rstrip("\n")
-    return fit_tables(f"{page}\n\n{report_where(files.html, url)}\n")
+    return fit_tables(fit_text(f"{page}\n\n{report_where(files.html, url)}\n"))
 
 
 def fit_tables(text: str, width_px: float = TABLE_PX) -> str:

@@ -62,8 +62,11 @@ def random_ids_note(levels: pd.DataFrame) -> str | None:
 
 
 def sentence(note: str) -> str:
-    """A note as a sentence of its own: capitalised, with its full stop."""
-    return f"{note[0].upper()}{note[1:]}{'' if note.endswith('.') else '.'}"
+    """A note as a sentence of its own: capitalised, with its full stop. A note that starts
+    with a name (``max_bs 256``, ``c=8: ...``, a variant) keeps its case."""
+    first = note.split(maxsplit=1)[0] if note.strip() else ""
+    head = note[0].upper() if first.rstrip(".,:;!?").isalpha() else note[:1]
+    return f"{head}{note[1:]}{'' if note.endswith(('.', '!', '?')) else '.'}"
 
 
 def level_notes(levels: pd.DataFrame) -> list[str]:

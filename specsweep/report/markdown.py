@@ -174,9 +174,8 @@ def _summary(
             lines += ["", f"### {shape}", ""]
             lines += _levels_markdown(part, at_text(part.levels, shape))
             lines += _failures(part)
-    search = search_lines(summary.search)
-    if search:
-        lines += ["", *search]
+    for line in search_lines(summary.search):  # each a paragraph: Markdown joins lines
+        lines += ["", sentence(line)]
     if variant_errors:
         lines += ["", "Failed variants:", ""]
         lines += [f"- {name}: {error}" for name, error in variant_errors.items()]

@@ -29,6 +29,7 @@ from specsweep.report.plots import (
     SHAPE_FIGURES,
     render_figures,
 )
+from specsweep.report.prose import paragraph
 from specsweep.report.search import search_headline, search_paragraphs, search_tables
 from specsweep.report.shapes import (
     load_line,
@@ -94,7 +95,7 @@ def adaptive_lines(answer: Answer) -> list[str]:
     for v in answer.verifications:
         lines.append(v.headline() + ".")
         if v.overhead:
-            lines.append(v.overhead)
+            lines.append(paragraph(v.overhead))
     if answer.export is not None and not answer.verifications:
         tiers = answer.export.adaptive_spec().describe()
         at = f" at {answer.shape}" if answer.shape else ""
@@ -104,7 +105,7 @@ def adaptive_lines(answer: Answer) -> list[str]:
             f"{answer.run_id}{pick}; verify with specsweep policy verify {answer.run_id} -c FILE)."
         )
     if answer.export is None and answer.has_adaptive and answer.export_refused:
-        lines.append(f"No adaptive export: {answer.export_refused}")
+        lines.append(paragraph(f"No adaptive export: {answer.export_refused}"))
     return lines
 
 

@@ -21,6 +21,7 @@ from specsweep.analysis.levels import baseline_name
 from specsweep.analysis.shapes import surface_table
 from specsweep.analysis.summary import Summary
 from specsweep.report.evidence import TIE, is_tie, load_text, pivot_line, pm
+from specsweep.report.prose import paragraph
 from specsweep.report.tables import (
     Table,
     best_table,
@@ -220,7 +221,9 @@ def shape_sections(answer: Answer) -> list[ShapeSection]:
         ]
         refused = None
         if one.export is None:
-            refused = f"No adaptive tiers at {shape}: {one.export_refused or 'nothing to export'}"
+            refused = paragraph(
+                f"No adaptive tiers at {shape}: {one.export_refused or 'nothing to export'}"
+            )
         out.append(
             ShapeSection(
                 shape,

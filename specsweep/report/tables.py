@@ -35,6 +35,7 @@ from specsweep.report.evidence import (
     throughput_rows,
     tied_at,
 )
+from specsweep.report.prose import paragraph
 
 
 @dataclass(frozen=True)
@@ -361,7 +362,7 @@ def export_table(answer: Answer) -> Table | None:
         ["batch sizes", "steps, and why"],
         rows,
         [False, False],
-        note=" ".join([lines[0] + ".", *notes]),
+        note=paragraph(lines[0], *notes),
     )
 
 
@@ -388,7 +389,7 @@ def verification_tables(answer: Answer) -> list[Table]:
                 bold.add((i, 8))
         cols = ["concurrency", "tok/s", "of best tier config", "of best static",
                 "of sglang default tiers", "of baseline", "tier", "ran", "verdict"]  # fmt: skip
-        note = " ".join([v.headline() + ".", *([v.overhead] if v.overhead else []), *v.notes])
+        note = paragraph(v.headline(), v.overhead or "", *v.notes)
         out.append(
             Table(f"Verification of {v.variant}", cols, rows, [True] * 6 + [False] * 3, note, bold)
         )

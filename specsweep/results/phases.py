@@ -23,8 +23,9 @@ class Phases:
 
 
 def gpu_memory_lines(phase_files: list[tuple[str, str | None, dict[str, float]]]) -> list[str]:
-    """Per target: the GPUs' used memory when the sweep's first variant began (before its
-    kill-stale step) and after its last teardown; nothing where no GPU was checked.
+    """Per target, a sentence: the GPUs' used memory when the sweep's first variant began
+    (before its kill-stale step) and after its last teardown; nothing where no GPU was
+    checked.
 
     ``phase_files``: ``ResultsStore.read_phase_files(run_id)``.
     """
@@ -47,6 +48,6 @@ def gpu_memory_lines(phase_files: list[tuple[str, str | None, dict[str, float]]]
 
         lines.append(
             f"GPU memory on {target}: {mib(before)} in use before the sweep, "
-            f"{mib(after)} after its last teardown"
+            f"{mib(after)} after its last teardown."
         )
     return lines

@@ -134,16 +134,53 @@ WIDE = 1440  # the window the artifact pages must read in without sideways scrol
 LEAST_IMAGES = {"specsweep-answer": 1, "specsweep-report": 4, "specsweep-results": 0}
 MARKDOWN_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
 # On the page: every image loaded, and each table (with its scroll box) inside the window.
+# Text blocks (paragraphs, headings, list items, quotes; not a table's cells): `right` is
+# where their text really ends (the rightmost box of their contents, which a word too long
+# to break pushes past the block), `hidden` how much of it overflows the block; a code
+# block's `right` is its scroll box's (the pre, or a wrapper in the column that scrolls),
+# and `scrolls` whether it has one. `edge`: the Markdown column's right edge, inside the
+# window. `column_hidden`: how far the column itself scrolls sideways (text run past it);
+# `clipped`: elements that hide an overflow (overflow hidden or clip) and have one.
 PAGE_STATE = """
+const view = document.querySelector('.artifact-data-view');
 const imgs = Array.from(document.querySelectorAll('.artifact-data-view img'));
 const tables = Array.from(document.querySelectorAll('.artifact-data-view table'));
+const column = view && view.querySelector('.markdown-renderer');
+const edge = Math.min(window.innerWidth,
+                      column ? column.getBoundingClientRect().right : window.innerWidth);
+const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+const ink = el => {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  return Math.max(el.getBoundingClientRect().left,
+                  ...Array.from(range.getClientRects()).map(r => r.right));
+};
+const blocks = [];
+for (const el of view ? view.querySelectorAll(
+    '.markdown-renderer__text--paragraph, .markdown-renderer__heading, li, blockquote, pre')
+    : []) {
+  if (el.closest('table')) continue;
+  const code = el.tagName === 'PRE';
+  let box = el;
+  while (code && box !== column && !scrolls(box)) box = box.parentElement;
+  const kind = code ? 'code' : el.tagName === 'DIV' ? 'paragraph' : el.tagName.toLowerCase();
+  blocks.push({kind, text: el.innerText.slice(0, 120),
+               right: code ? box.getBoundingClientRect().right : ink(el),
+               hidden: code ? 0 : el.scrollWidth - el.clientWidth,
+               scrolls: !code || box !== column});
+}
 return {
   inner: window.innerWidth, scroll: document.documentElement.scrollWidth,
   images: imgs.map(i => ({alt: i.alt, loaded: i.complete && i.naturalWidth > 0,
                           natural: i.naturalWidth, right: i.getBoundingClientRect().right})),
   tables: tables.map(t => ({right: t.getBoundingClientRect().right,
                             hidden: t.parentElement.scrollWidth - t.parentElement.clientWidth})),
-  text: document.querySelector('.artifact-data-view')?.innerText || '',
+  edge, blocks, column_hidden: column ? column.scrollWidth - column.clientWidth : 0,
+  clipped: Array.from(view ? view.querySelectorAll('*') : []).filter(el =>
+    ['hidden', 'clip'].includes(getComputedStyle(el).overflowX)
+    && el.scrollWidth > el.clientWidth + 1)
+    .map(el => el.tagName + ': ' + el.innerText.slice(0, 120)),
+  text: view?.innerText || '',
 };
 """
 
@@ -180,6 +217,7 @@ def check_answer_artifacts(driver: Any, stack: PrefectStack, flow_run_id: str) -
             assert table["right"] <= state["inner"] and table["hidden"] <= 1, (key, table)
         for image in state["images"]:
             assert image["right"] <= state["inner"], (key, image)
+        check_text_blocks(key, state)
         if key != "specsweep-results":
             assert caveat in state["text"], f"{key}: {state['text'][:1500]}"
         if os.environ.get("SPECSWEEP_SCREENSHOT_DIR"):
@@ -196,6 +234,34 @@ def check_answer_artifacts(driver: Any, stack: PrefectStack, flow_run_id: str) -
     rows = lines[header + 2 : header + 2 + len(measured)]
     assert [line.split()[0] for line in rows] == [str(c) for c in measured], summary
     assert caveat in summary
+
+
+# Text blocks each artifact page has at least (the checks below are not vacuous): the
+# answer's and report's paragraphs; the report's server command lines in code blocks.
+LEAST_BLOCKS = {
+    "specsweep-answer": {"paragraph": 3},
+    "specsweep-report": {"paragraph": 3, "code": 2},
+    "specsweep-results": {},
+}
+
+
+def check_text_blocks(key: str, state: dict[str, Any]) -> None:
+    """Every paragraph, heading, list item and quote of the page ends inside the Markdown
+    column (inside the 1440-px window), none overflowing its box; every code block is inside
+    it too and scrolls sideways (its lines never wrap) rather than being clipped; the column
+    does not scroll sideways, and nothing hides an overflow."""
+    edge = state["edge"]
+    assert edge <= state["inner"], (key, edge)
+    for block in state["blocks"]:
+        where = f"{key}: a {block['kind']} ends at {block['right']:.0f} px"
+        assert block["right"] <= edge + 1, f"{where}, past the column's {edge:.0f}: {block}"
+        assert block["hidden"] <= 1, f"{where} and overflows its box by {block['hidden']}: {block}"
+        assert block["scrolls"], f"{key}: a code block that cannot scroll: {block}"
+    assert state["column_hidden"] <= 1, f"{key}: the column scrolls sideways: {state['blocks']}"
+    assert not state["clipped"], f"{key}: an overflow hidden: {state['clipped']}"
+    kinds = [b["kind"] for b in state["blocks"]]
+    for kind, least in LEAST_BLOCKS[key].items():
+        assert kinds.count(kind) >= least, (key, kind, kinds)
 
 
 def _page_state(driver: Any, images: int, timeout: float = 30) -> dict[str, Any]:

@@ -62,7 +62,7 @@ def test_policy_verify_launches_only_the_exported_tiers_and_prints_the_verdict(t
     assert f"adaptive: {label} delivers" in result.output or (
         f"adaptive: {label} falls short" in result.output
     )
-    assert "turning speculation off in the engine costs" in result.output
+    assert "Turning speculation off in the engine costs" in result.output
 
 
 def test_an_adaptive_flag_the_target_lacks_exits_2_before_any_launch(tmp_path, port):

@@ -70,7 +70,9 @@ def _assert_nowhere(
     assert not [t for t in tokens.values() if t in logs]
     artifacts = run_artifacts(state)
     assert f"step-sweep-summary run {run_id}" in artifacts
-    assert not [t for t in tokens.values() if t in artifacts]
+    # as a reader sees the pages too: a long word's break opportunities taken out
+    shown = artifacts.replace("`<wbr>`", "").replace("<wbr>", "")
+    assert not [t for t in tokens.values() if t in artifacts or t in shown]
 
 
 def _report(results_dir: Path, run_id: str, out: Path) -> list[Path]:

@@ -271,7 +271,7 @@ def test_run_summary_markdown_lists_skipped_apart(store, answer):
     failed = text[text.index("Failed levels:") : text.index("Skipped by the search")]
     assert SPEC in failed and S4 not in failed
     assert f"- {S4} c=16: {SKIP_REASON}" in text
-    assert "search: launched 3 of 6 variants" in text
+    assert "\n\nSearch: launched 3 of 6 variants (stopped: " in text
     plain = summary_markdown(PLAIN_RUN, summarize(store.read_levels(PLAIN_RUN)), {})
     assert "search" not in plain and "Skipped" not in plain
 
