@@ -18,7 +18,9 @@ import pyarrow as pa
 #    them null; a null shape is the level's own in<input_len>-out<output_len>.
 # 6: the hosts table is new (a fleet run's baseline plan: which host's baseline each host's
 #    variants are compared with, and each host's calibration against its GPU kind).
-SCHEMA_VERSION = 6
+# 7: runs gained sglang_version and sglang_version_source (the version the gates used, and
+#    where it was read: metadata, sglang.version.__version__, sglang.__version__, config).
+SCHEMA_VERSION = 7
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -139,6 +141,8 @@ RUNS_SCHEMA = pa.schema(
         pa.field("environment", pa.string()),  # JSON: python, platform, library versions
         pa.field("phases", pa.string()),  # JSON: variant -> phase -> seconds
         pa.field("search_stop", pa.string()),  # search: adaptive: why it stopped launching
+        pa.field("sglang_version", pa.string()),  # asked before launch (null: no gate asked)
+        pa.field("sglang_version_source", pa.string()),  # metadata, ...__version__, config
     ],
     metadata={"specsweep.table": "runs", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )
