@@ -19,7 +19,9 @@ import pyarrow as pa
 # 6: the hosts table is new (a fleet run's baseline plan: which host's baseline each host's
 #    variants are compared with, and each host's calibration against its GPU kind).
 # 7: runs gained sglang_version and sglang_version_source (the version the gates used, and
-#    where it was read: metadata, sglang.version.__version__, sglang.__version__, config).
+#    where it was read: metadata, sglang.version.__version__, sglang.__version__, config);
+#    levels gained chunk_tokens_unknown (streams whose chunks did not add up to the usage;
+#    their requests rows have null chunk_tokens and max_chunk_tokens).
 SCHEMA_VERSION = 7
 
 _UTC = pa.timestamp("us", tz="UTC")
@@ -66,6 +68,9 @@ METRIC_FIELDS: list[pa.Field] = [
         for end in ("lo", "hi")
     ],
     pa.field("target_ci_met", pa.bool_()),
+    # ok requests whose stream did not add up to the server's final usage (tokens per chunk
+    # unknown: their ITL is left out, no accept length is read from their chunks); 0: all did
+    pa.field("chunk_tokens_unknown", pa.int32()),
 ]
 
 LEVELS_SCHEMA = pa.schema(
