@@ -68,7 +68,7 @@ def test_an_sglang_that_cannot_say_sends_the_user_to_server_sglang_version(tmp_p
 
 
 def test_no_sglang_at_all_still_points_at_server_python(tmp_path):
-    with pytest.raises(ConfigError, match="no module named sglang; check server.python"):
+    with pytest.raises(ConfigError, match=r"no module named sglang; check server\.python"):
         ask(server(tmp_path / "empty"), tmp_path)
 
 
