@@ -36,8 +36,9 @@ def run_sweep(
     """Benchmark each variant in its own subflow; a failed variant is recorded and the
     sweep goes on (unless config.stop_on_failure), and nothing measured is ever lost."""
     logger = get_run_logger()
-    check_sglang_version(config, variants)  # a flag the target's sglang lacks: before any launch
-    ctx, started = begin_run(config, variants, kind, run_id, config.target.name)
+    # a flag the target's sglang lacks: before any launch; the runs row says which version
+    sglang = check_sglang_version(config, variants)
+    ctx, started = begin_run(config, variants, kind, run_id, config.target.name, sglang)
     errors: dict[str, str] = {}
     skipped: list[str] = []
 
@@ -69,7 +70,9 @@ def run_sweep(
         variants = [*variants, *zero, *extra]
     if skipped:
         logger.warning("stop_on_failure: skipped %s", ", ".join(skipped))
-    return finish_run(config, ctx, variants, errors, started, kind, publish, skipped, search_stop)
+    return finish_run(
+        config, ctx, variants, errors, started, kind, publish, skipped, search_stop, sglang
+    )
 
 
 def search(

@@ -14,6 +14,7 @@ from prefect.runtime import flow_run
 from specsweep.analysis.summary import summarize
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.secrets import literal_secret_names
+from specsweep.config.versions import SglangVersion
 from specsweep.errors import SweepFailed
 from specsweep.report.artifacts import fit_tables
 from specsweep.report.markdown import summary_markdown, summary_text
@@ -39,7 +40,12 @@ def run_config() -> SweepConfig:
 
 
 def begin_run(
-    config: SweepConfig, variants: list[Variant], kind: str, run_id: str | None, target: str
+    config: SweepConfig,
+    variants: list[Variant],
+    kind: str,
+    run_id: str | None,
+    target: str,
+    sglang: SglangVersion | None = None,
 ) -> tuple[RunContext, datetime]:
     """Check the results dir, write the `running` runs row (a resumed run keeps its first
     start time) and warn about plain secrets: before any launch."""
@@ -52,7 +58,7 @@ def begin_run(
     store = ResultsStore(config.results_dir)
     previous = store.read_run(run_id)
     started = previous["started_at"] if previous else datetime.now(UTC)
-    store.write_run(run_row(config, ctx, variants, {}, started, status="running"))
+    store.write_run(run_row(config, ctx, variants, {}, started, status="running", sglang=sglang))
     shapes = len(config.load.shape_list())
     logger.info(
         "run %s: %d variants x %d levels%s -> %s%s",
@@ -82,6 +88,7 @@ def finish_run(
     publish: bool,
     skipped: list[str] | None = None,
     search_stop: str | None = None,
+    sglang: SglangVersion | None = None,
 ) -> dict[str, Any]:
     """Write the final runs row, the summary artifact and the answer; raise SweepFailed
     naming the failed variants (their measured levels are kept)."""
@@ -97,6 +104,7 @@ def finish_run(
         phases=store.read_phases(run_id),
         skipped=skipped,
         search_stop=search_stop,
+        sglang=sglang,
     )
     store.write_run(row)
     levels = store.read_levels(run_id)

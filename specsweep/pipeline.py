@@ -34,7 +34,7 @@ from specsweep.config import LoadSpec, SearchSpec, ServerSpec, SweepConfig, Targ
 from specsweep.config.command import LaunchCommand, command_for
 from specsweep.config.load import Shape
 from specsweep.config.secrets import resolve_env
-from specsweep.config.versions import check_version, needs_version_check
+from specsweep.config.versions import SglangVersion, check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
 from specsweep.loadgen.metrics import compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
@@ -85,15 +85,24 @@ def _kill_stale(host: Host, server: ServerSpec, target: Target, force: bool) -> 
     )
 
 
-def check_target_version(config: SweepConfig, variants: list[Variant]) -> str | None:
-    """Before the first launch: the target's sglang version, and UnsupportedByVersion when
-    it lacks a flag the variants (or the policy verification) need. None (nothing asked)
-    when no variant needs a versioned flag, so plain sweeps start exactly as before."""
+def check_target_version(config: SweepConfig, variants: list[Variant]) -> SglangVersion | None:
+    """Before the first launch: the target's sglang version (the config's
+    server.sglang_version when stated, else asked of the target), and UnsupportedByVersion
+    when it lacks a flag the variants (or the policy verification) need. None (nothing
+    asked) when no variant needs a versioned flag, so plain sweeps start exactly as before."""
     verify = config.verify_policy is not None
     if not needs_version_check(variants, verify):
         return None
-    version = host_for(config.target).sglang_version(config.server)
-    check_version(variants, version, f"target {config.target.name}", verify)
+    stated = config.server.sglang_version
+    version = (
+        SglangVersion(stated, "config")
+        if stated is not None
+        else host_for(config.target).sglang_version(config.server)
+    )
+    where = f"target {config.target.name}"
+    if version.source not in ("metadata", "simulator"):  # a stated or source-tree version
+        where += f" (version from {'server.sglang_version' if stated else version.source})"
+    check_version(variants, version.text, where, verify)
     return version
 
 

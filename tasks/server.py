@@ -12,6 +12,7 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
 from specsweep.config import SweepConfig, Variant
+from specsweep.config.versions import SglangVersion
 from specsweep.errors import SpecsweepError
 from specsweep.pipeline import VariantServer, check_target_version
 from specsweep.targets.handle import ServerHandle
@@ -93,10 +94,12 @@ def teardown_server(server: VariantServer) -> TeardownReport | None:
 
 
 @task(name="check-sglang-version", cache_policy=NO_CACHE)
-def check_sglang_version(config: SweepConfig, variants: list[Variant]) -> str | None:
+def check_sglang_version(config: SweepConfig, variants: list[Variant]) -> SglangVersion | None:
     """Ask the target which sglang it has before any launch, when a variant needs a flag
     that only some versions have (adaptive speculation); a missing one fails the sweep."""
     version = check_target_version(config, variants)
     if version is not None:
-        get_run_logger().info("target %s has sglang %s", config.target.name, version)
+        get_run_logger().info(
+            "target %s has sglang %s (from %s)", config.target.name, version.text, version.source
+        )
     return version

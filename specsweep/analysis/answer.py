@@ -412,7 +412,8 @@ class Answer:
                 out[f"run {col}" if col == "status" else col] = str(self.run[col])
         if self.run and self.run.get("started_at") is not None:
             out["started"] = f"{self.run['started_at']:%Y-%m-%d %H:%M:%S %Z}"
-            out["ended"] = f"{self.run['ended_at']:%Y-%m-%d %H:%M:%S %Z}"
+            ended = self.run.get("ended_at")  # None: interrupted, its `running` row kept
+            out["ended"] = "not ended" if ended is None else f"{ended:%Y-%m-%d %H:%M:%S %Z}"
         return out
 
     def variants(self) -> pd.DataFrame:

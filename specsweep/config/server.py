@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specsweep.config.common import EnvMap, ExtraArgs, PositiveInt, _check_path_value, _Model
+from specsweep.config.versions import parse_version
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -28,6 +29,12 @@ class ServerSpec(_Model):
         None,
         description="Python executable that has sglang installed (e.g. /opt/sglang/bin/python); "
         "default: python3 for sglang, this interpreter for the simulator.",
+    )
+    sglang_version: str | None = Field(
+        None,
+        description="The sglang version the server runs, e.g. 0.5.23. Unset, specsweep asks "
+        "server.python (package metadata, else sglang's own __version__); set it when that "
+        "sglang cannot say (a source tree without a version, an image without dist-info).",
     )
     launch_prefix: list[str] = Field(
         default_factory=list,
@@ -65,6 +72,13 @@ class ServerSpec(_Model):
     @classmethod
     def _model_path_is_a_value(cls, v: str) -> str:
         return _check_path_value("model_path", v)
+
+    @field_validator("sglang_version")
+    @classmethod
+    def _sglang_version_is_a_version(cls, v: str | None) -> str | None:
+        if v is not None and parse_version(v) in (None, (0, 0, 0)):
+            raise ValueError(f"{v!r} is not an sglang version (e.g. 0.5.23)")
+        return v
 
     @field_validator("python", "launch_prefix")
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from specsweep.config.variant import Variant
 from specsweep.errors import UnsupportedByVersion
@@ -30,6 +31,22 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 
 def shown(version: tuple[int, int, int]) -> str:
     return ".".join(map(str, version))
+
+
+# Where a target's sglang version came from, as the runs row records it.
+VersionSource = Literal[
+    "config", "metadata", "sglang.version.__version__", "sglang.__version__", "simulator"
+]
+
+
+@dataclass(frozen=True)
+class SglangVersion:
+    """The sglang version a sweep's gates used, and where it was read: the package
+    metadata, the package's own ``__version__`` (a source tree or an image without
+    dist-info has no metadata), or the config (``server.sglang_version``)."""
+
+    text: str
+    source: VersionSource
 
 
 @dataclass(frozen=True)
@@ -77,13 +94,14 @@ def check_version(
     """Raise UnsupportedByVersion naming each variant whose flags `version_text` lacks."""
     needed = features_needed(variants, verify_policy)
     version = parse_version(version_text or "")
-    if version is None:
+    if version is None or version == (0, 0, 0):  # 0.0.0.dev0: sglang's own "unknown"
         if needed:
             what = sorted({f.what for _, f in needed})
             raise UnsupportedByVersion(
                 f"{where}: cannot tell which sglang it has (the probe said "
                 f"{version_text!r}), and {', '.join(what)} needs a known version; check "
-                "server.python (the interpreter that has sglang)"
+                "server.python (the interpreter that has sglang), or state the version it "
+                "runs as server.sglang_version"
             )
         return
     problems = [

@@ -14,10 +14,12 @@ How tokens are counted per chunk (what ITL is split over):
 * OpenAI endpoints: the request asks for ``stream_options.continuous_usage_stats``
   as well as ``include_usage``; when the server sends ``usage`` in every chunk
   (sglang does), tokens per chunk are the increase of ``usage.completion_tokens``,
-  exactly as for /generate. Otherwise every chunk with text counts as one token
-  (sglang's bench_serving does the same for OpenAI backends: one ITL per chunk)
-  and the total comes from the final ``usage`` chunk; then the chunk tokens of a
-  request can sum to less than its ``output_tokens``.
+  exactly as for /generate. A server that ignores the option sends ``usage: null``
+  on its chunks: every chunk with text then counts one token, and the total comes
+  from the final ``usage`` chunk. The record checks that the chunks add up to that
+  total; where they do not (several tokens in a chunk), or no total came, its
+  tokens per chunk are unknown (``chunk_tokens_known`` False): per-token ITL and
+  anything read from chunk sizes (accept lengths) must not be taken from them.
 
 Every failure of a single request becomes a record with ``error`` set; nothing
 here raises for a request's failure (cancellation still propagates).
@@ -247,12 +249,17 @@ async def stream_request(
     meta = dec.meta or {}
     prompt = meta.get("prompt_tokens") if request.endpoint == "generate" else dec.prompt
     output = dec.total if dec.total is not None else dec.seen
+    if dec.total is None and finish_type == "length" and request.output_len:
+        output = request.output_len  # no usage at all: max_new_tokens was reached
+    # /generate counts every chunk from meta_info; an OpenAI stream must add up to usage
+    known = request.endpoint == "generate" or (dec.total is not None and dec.seen == dec.total)
     return RequestRecord(
         index=index,
         start=start,
         end=end,
         chunk_times=tuple(dec.times),
         chunk_tokens=tuple(dec.tokens),
+        chunk_tokens_known=known,
         prompt_tokens=_int_or_none(prompt) or request.prompt_tokens,
         output_tokens=output if error is None else 0,
         finish_reason=finish_type,

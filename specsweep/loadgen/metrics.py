@@ -29,6 +29,8 @@ itl_ms_*                   per token: a chunk of n tokens g ms after the previou
 tpot_ms_*                  (e2e - ttft) / (output_tokens - 1), requests with > 1 token
 e2e_ms_*                   end of stream ([DONE]) - send time
 decode_tok_s_per_stream    mean over ok requests of (output_tokens - 1) / (e2e - ttft)
+chunk_tokens_unknown       ok requests whose chunk tokens did not add up to the server's
+                           final count (tokens per chunk unknown: no ITL from them)
 accept_length              sum of output tokens / sum of spec_verify_ct, ok requests of
                            this level only; None when the server reports no verify steps
 repeats                    measured passes (1 for a pass's own metrics)
@@ -81,6 +83,9 @@ class RequestRecord:
     error: str | None
     repeat: int = 0  # which measured pass of the level (0-based)
     category: str | None = None  # the prompt's category (the workload's; "random")
+    # False: the chunks did not add up to the server's final count (an OpenAI stream
+    # without per-chunk usage counts each chunk as one token): tokens per chunk unknown
+    chunk_tokens_known: bool = True
 
     @property
     def ok(self) -> bool:
@@ -101,8 +106,11 @@ class RequestRecord:
 
         A chunk of n tokens arriving g seconds after the previous one counts as
         n gaps of g/n: speculative decoding emits several tokens per step, and
-        counting one gap per chunk would hide that speed-up.
+        counting one gap per chunk would hide that speed-up. None known (empty) when the
+        tokens per chunk are unknown: one gap per chunk would be that same error.
         """
+        if not self.chunk_tokens_known:
+            return []
         times, tokens = self.chunk_times, self.chunk_tokens
         out: list[float] = []
         for i in range(1, len(times)):
@@ -186,6 +194,9 @@ class LevelMetrics:
     itl_ms_p99_lo: float = NAN
     itl_ms_p99_hi: float = NAN
     target_ci_met: bool | None = None  # load.target_ci reached (None: no target)
+    # ok requests whose chunks did not add up to the server's count (tokens per chunk
+    # unknown: their ITL is left out, and no accept length is read from their chunks)
+    chunk_tokens_unknown: int = 0
 
     @property
     def output_throughput_ci(self) -> Interval:
@@ -333,6 +344,7 @@ def compute_pass_metrics(
         error=_error_summary(records),
         **_throughput_bounds([records], concurrency),
         **latency_intervals(done, latency),
+        chunk_tokens_unknown=sum(not r.chunk_tokens_known for r in done),
     )
 
 

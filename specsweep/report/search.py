@@ -15,6 +15,7 @@ import pandas as pd
 
 from specsweep.analysis.answer import SearchView
 from specsweep.report.tables import Table, num
+from specsweep.search.informative import uninformative
 
 PREDICTED = "predicted (not measured)"
 SEARCH_NOTE = (
@@ -70,10 +71,12 @@ def check_text(view: SearchView) -> str | None:
     measured, inside, median = view.check_summary()
     if not measured:
         return None
+    check = view.prediction_check()  # issue 29: a calibrated model may still know nothing
+    wide = uninformative(check["predicted"], check["predicted_lo"], check["predicted_hi"])
     return (
         f"predicted before launch vs measured: {inside} of {measured} levels inside the "
         f"predicted 95% interval, median |predicted / measured - 1| {median:.1%}"
-    )
+    ) + (f"; warning: {wide}" if wide else "")
 
 
 def search_lines(view: SearchView | None) -> list[str]:

@@ -210,9 +210,10 @@ def request_row(
         "prompt_tokens": rec.prompt_tokens,
         "output_tokens": rec.output_tokens,
         "chunks": len(rec.chunk_tokens),
-        "max_chunk_tokens": max(rec.chunk_tokens, default=0),
+        # unknown tokens per chunk are stored as unknown (null), never as one token each
+        "max_chunk_tokens": max(rec.chunk_tokens, default=0) if rec.chunk_tokens_known else None,
         "chunk_offsets_ms": [(t - rec.start) * 1000.0 for t in rec.chunk_times],
-        "chunk_tokens": list(rec.chunk_tokens),
+        "chunk_tokens": list(rec.chunk_tokens) if rec.chunk_tokens_known else None,
         "finish_reason": rec.finish_reason,
         "spec_verify_ct": rec.spec_verify_ct,
         "spec_accept_length": rec.spec_accept_length,

@@ -13,6 +13,7 @@ from typing import Any
 
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.redact import redact_args, redact_env
+from specsweep.config.versions import SglangVersion
 from specsweep.results.rows import RunContext
 
 
@@ -91,8 +92,10 @@ def run_row(
     phases: dict[str, dict[str, float]] | None = None,
     skipped: list[str] | None = None,
     search_stop: str | None = None,
+    sglang: SglangVersion | None = None,
 ) -> dict[str, Any]:
-    """errors: the failed variants, each with the first line of its error.
+    """errors: the failed variants, each with the first line of its error; `sglang`: the
+    target's version as the version gates read it (None: no variant needed one).
 
     Written once when the run starts (status ``running``) and again when it ends: a
     run whose orchestrator was killed keeps its ``running`` row, the mark of a partial
@@ -113,4 +116,6 @@ def run_row(
         "environment": json.dumps(environment(), sort_keys=True),
         "phases": json.dumps(phases or {}, sort_keys=True),
         "search_stop": search_stop,
+        "sglang_version": sglang.text if sglang else None,
+        "sglang_version_source": sglang.source if sglang else None,
     }

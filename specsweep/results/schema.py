@@ -18,7 +18,11 @@ import pyarrow as pa
 #    them null; a null shape is the level's own in<input_len>-out<output_len>.
 # 6: the hosts table is new (a fleet run's baseline plan: which host's baseline each host's
 #    variants are compared with, and each host's calibration against its GPU kind).
-SCHEMA_VERSION = 6
+# 7: runs gained sglang_version and sglang_version_source (the version the gates used, and
+#    where it was read: metadata, sglang.version.__version__, sglang.__version__, config);
+#    levels gained chunk_tokens_unknown (streams whose chunks did not add up to the usage;
+#    their requests rows have null chunk_tokens and max_chunk_tokens).
+SCHEMA_VERSION = 7
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -64,6 +68,9 @@ METRIC_FIELDS: list[pa.Field] = [
         for end in ("lo", "hi")
     ],
     pa.field("target_ci_met", pa.bool_()),
+    # ok requests whose stream did not add up to the server's final usage (tokens per chunk
+    # unknown: their ITL is left out, no accept length is read from their chunks); 0: all did
+    pa.field("chunk_tokens_unknown", pa.int32()),
 ]
 
 LEVELS_SCHEMA = pa.schema(
@@ -139,6 +146,8 @@ RUNS_SCHEMA = pa.schema(
         pa.field("environment", pa.string()),  # JSON: python, platform, library versions
         pa.field("phases", pa.string()),  # JSON: variant -> phase -> seconds
         pa.field("search_stop", pa.string()),  # search: adaptive: why it stopped launching
+        pa.field("sglang_version", pa.string()),  # asked before launch (null: no gate asked)
+        pa.field("sglang_version_source", pa.string()),  # metadata, ...__version__, config
     ],
     metadata={"specsweep.table": "runs", "specsweep.schema_version": str(SCHEMA_VERSION)},
 )

@@ -8,4 +8,5 @@ the variants not yet measured. Plain Python, no Prefect; see docs/search.md.
     planner   the next launch (seeds, then the highest upper bound against the best
               measured), the stop rule, the budget, and why each variant was not launched
     pruning   the level-skip rule (a variant trailing the best and the baseline, falling)
+    informative  whether the model's intervals are narrow enough to rule anything out
 """

@@ -58,7 +58,13 @@ Acceptance
     default ``--stream-interval 1``), the chunk sizes (each request's first chunk, the
     prefill token, and last chunk, possibly truncated, left out) give ``P(L >= i+1)`` for
     every position ``i <= D``; those replace the mean (binomial standard errors, floored
-    at 0.01), so one launched chain pins ``p`` and ``r``. ``(p, r)`` is fitted on a grid
+    at 0.01), so one launched chain pins ``p`` and ``r``. Chunks are used only where every
+    request's chunks add up to its output tokens: a server that ignores
+    ``continuous_usage_stats`` streams several tokens per chunk with no count, and one
+    token per chunk would read as "no draft is ever accepted" (an acceptance of 0.001 and
+    every variant predicted at the baseline). Without trustworthy chunks and without accept
+    lengths (OpenAI endpoints carry no ``spec_verify_ct``) nothing is fitted: ``blind``
+    says why, and the search launches what it cannot predict. ``(p, r)`` is fitted on a grid
     (coarse, then fine around the 95% region) by chi-square; the region is
     ``chi2 <= min + 5.99 * max(1, chi2_min/dof)`` (2 parameters; scaled up when the
     geometric form misfits) and predictions range over it. One step count and no chunks
@@ -287,6 +293,38 @@ def _fit_acceptance(chains: list[_AccObs], trees: dict[int, list[_AccObs]]) -> _
     return acc
 
 
+def _chunks_add_up(req: pd.DataFrame) -> bool:
+    """Every request's chunk tokens are known and sum to its output tokens (rows written
+    before the client checked this hold one token per chunk where the server sent more)."""
+    if "output_tokens" not in req:
+        return False
+    for chunks, total in zip(req["chunk_tokens"], req["output_tokens"], strict=True):
+        if chunks is None or not _isnum(total) or int(np.sum(chunks)) != int(total):
+            return False
+    return True
+
+
+def _blind_reason(spec: pd.DataFrame, requests: pd.DataFrame | None) -> str:
+    """Why the measured speculative variants give no acceptance to fit."""
+    unknown = spec.get("chunk_tokens_unknown")
+    broken = unknown is not None and bool((unknown.fillna(0) > 0).any())
+    if not broken and requests is not None and "chunk_tokens" in requests:
+        mine = requests[requests["variant"].isin(spec["variant"])]
+        if "error" in mine:
+            mine = mine[mine["error"].isna()]
+        broken = not mine.empty and not _chunks_add_up(mine)
+    if broken:
+        return (
+            "no acceptance data: the streams' chunk tokens do not add up to the server's "
+            "usage (it ignores continuous_usage_stats), and the endpoint reports no verify "
+            "steps; load.endpoint: generate gives accept lengths"
+        )
+    return (
+        "no acceptance data: the speculative levels report no accept length and their "
+        "streams give no per-chunk token counts"
+    )
+
+
 # --- cost ------------------------------------------------------------------------------
 
 
@@ -446,6 +484,7 @@ class SpecModel:
         self._mrr: int | None = None
         self._measured: dict[str, Any] = {}
         self._settings_pair: tuple[Any, Any] = (([], {}), ([], {}))
+        self.blind: str | None = None  # why no acceptance could be fitted (None: it was)
 
     # -- fit ----------------------------------------------------------------------------
     @classmethod
@@ -624,6 +663,8 @@ class SpecModel:
             else:
                 trees.setdefault(k, []).append(obs)
         self._acc = _fit_acceptance(chains, trees)
+        if self._acc is None:
+            self.blind = _blind_reason(spec, requests)
         # variants each with its mean accept length, for the cost points
         self._measured["alpha"] = {
             o.label: (float(o.values[0]) if not o.survival else 1.0 + float(o.values.sum()))
@@ -642,7 +683,7 @@ class SpecModel:
         ]
         if "error" in req:
             req = req[req["error"].isna()]
-        if req.empty:
+        if req.empty or not _chunks_add_up(req):
             return None
         mx = req.get("max_chunk_tokens")
         if mx is None or not mx.map(_isnum).all() or int(mx.max()) > depth + 1:

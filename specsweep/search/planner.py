@@ -192,6 +192,11 @@ class _Models:
             self.by_shape[shape] = SpecModel.fit(rows, mine) if not rows.empty else None
 
     @property
+    def blind(self) -> str | None:
+        """Why the model has no acceptance to predict from (the first shape's), if so."""
+        return next((m.blind for m in self.by_shape.values() if m and m.blind), None)
+
+    @property
     def fit_on(self) -> tuple[str, ...]:
         names: dict[str, None] = {}
         for model in self.by_shape.values():
@@ -280,11 +285,12 @@ def next_step(
     if (spent := budget_spent()) is not None:
         return _stop(spent, (model, standings), busy)
     blind = [s for s in open_ if not s.predictable]
+    why_blind = f" (searching blind: {model.blind})" if model and model.blind else ""
     if blind:
         s = blind[0]
         return SearchStep(
-            s.variant, f"{s.variant.label}: the model cannot predict it", False, standings,
-            _fit_on(model),
+            s.variant, f"{s.variant.label}: the model cannot predict it{why_blind}", False,
+            standings, _fit_on(model),
         )  # fmt: skip
     if open_:
         top = max(open_, key=lambda s: s.upper)  # first in grid order on a tie
@@ -300,6 +306,7 @@ def next_step(
         f"no unmeasured variant's upper bound leads the best measured by more than "
         f"{spec.margin:.0%} at any level"
         + (f" (highest: {highest.variant.label}, {_outlook(highest)})" if highest else "")
+        + why_blind
     )
     return SearchStep(None, why, True, standings, _fit_on(model))
 

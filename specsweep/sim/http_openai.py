@@ -111,8 +111,10 @@ async def openai_completions(request: web.Request) -> web.StreamResponse:
     base["object"] = "chat.completion.chunk" if chat else "text_completion"
     opts = body.get("stream_options") or {}
     opts = opts if isinstance(opts, dict) else {}
-    # sglang attaches cumulative usage to every chunk when asked (continuous_usage_stats).
-    continuous = bool(opts.get("continuous_usage_stats"))
+    # sglang attaches cumulative usage to every chunk when asked (continuous_usage_stats);
+    # a server that ignores the option is a fault to simulate (SPECSWEEP_SIM_NO_CONTINUOUS_USAGE)
+    ignored = state.faults is not None and state.faults.knobs.no_continuous_usage
+    continuous = bool(opts.get("continuous_usage_stats")) and not ignored
     try:
         if chat:
             delta = {"role": "assistant", "content": ""}

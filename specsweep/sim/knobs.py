@@ -57,6 +57,10 @@ Faults (each reproduces something a real GPU host does)
 ``SPECSWEEP_SIM_DROP_EVERY`` (int K)
     Every K-th streamed generation is cut after its first chunk: the connection closes
     with no final chunk and no ``[DONE]`` (a worker or proxy dying mid-stream).
+``SPECSWEEP_SIM_NO_CONTINUOUS_USAGE`` (bool)
+    The OpenAI endpoints ignore ``stream_options.continuous_usage_stats`` (as servers
+    other than sglang 0.5.23 do): chunks carry ``usage: null``, only the final usage
+    chunk counts the tokens, and a speculative chunk holds several uncounted tokens.
 ``SPECSWEEP_SIM_PORT_IN_USE`` (bool)
     Binding the HTTP port fails as if another process held it (uvicorn's
     ``[Errno 98] ... address already in use``, exit status 3), as a real conflict does.
@@ -108,6 +112,7 @@ ENV_DROP_EVERY = "SPECSWEEP_SIM_DROP_EVERY"
 ENV_ERROR_RATE = "SPECSWEEP_SIM_ERROR_RATE"
 ENV_ERROR_STATUS = "SPECSWEEP_SIM_ERROR_STATUS"
 ENV_PORT_IN_USE = "SPECSWEEP_SIM_PORT_IN_USE"
+ENV_NO_CONTINUOUS_USAGE = "SPECSWEEP_SIM_NO_CONTINUOUS_USAGE"
 ENV_ORPHAN = "SPECSWEEP_SIM_ORPHAN"
 ENV_GPU_STATE = "SPECSWEEP_SIM_GPU_STATE"
 ENV_GPU_RELEASE_S = "SPECSWEEP_SIM_GPU_RELEASE_S"
@@ -140,6 +145,7 @@ class SimKnobs:
     error_status: int = 500
     drop_every: int = 0
     port_in_use: bool = False
+    no_continuous_usage: bool = False
     orphan: str | None = None
     gpu_state: str | None = None
     gpu_release_s: float = 0.3
@@ -189,6 +195,7 @@ class SimKnobs:
             error_status=status,
             drop_every=_int(env, ENV_DROP_EVERY) or 0,
             port_in_use=env_bool(env, ENV_PORT_IN_USE),
+            no_continuous_usage=env_bool(env, ENV_NO_CONTINUOUS_USAGE),
             orphan=orphan,
             gpu_state=(env.get(ENV_GPU_STATE) or "").strip() or None,
             gpu_release_s=_or(_float(env, ENV_GPU_RELEASE_S), cls.gpu_release_s),

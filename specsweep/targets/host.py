@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from specsweep.config import LoadSpec, ServerSpec
     from specsweep.config.command import LaunchCommand
+    from specsweep.config.versions import SglangVersion
     from specsweep.loadgen.runner import LevelResult
     from specsweep.targets.cleanup import CleanupReport
     from specsweep.targets.handle import ServerHandle
@@ -75,4 +76,7 @@ class Host(Protocol):
 
     def read_log(self, handle: ServerHandle, offset: int) -> tuple[str, int]: ...
 
-    def sglang_version(self, server: ServerSpec) -> str: ...
+    def sglang_version(self, server: ServerSpec) -> SglangVersion:
+        """The target's sglang version and where it was read (package metadata, else
+        sglang's own __version__); ConfigError when it cannot tell."""
+        ...

@@ -14,6 +14,7 @@ import psutil
 
 from specsweep.config import LoadSpec, LocalTarget, ServerSpec
 from specsweep.config.command import LaunchCommand
+from specsweep.config.versions import SglangVersion
 from specsweep.errors import ConfigError
 from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.targets import process
@@ -24,7 +25,7 @@ from specsweep.targets.health import ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.launch_record import LaunchState
 from specsweep.targets.server_facts import ServerFacts, server_facts
-from specsweep.targets.sglang_version import probe_argv, probe_env, run_probe
+from specsweep.targets.sglang_version import probe_argv, probe_env, probed_version, run_probe
 from specsweep.targets.teardown import TeardownReport, stop_server
 
 
@@ -182,8 +183,8 @@ class LocalHost:
     def read_log(self, handle: ServerHandle, offset: int) -> tuple[str, int]:
         return read_from(handle.log_path, offset)
 
-    def sglang_version(self, server: ServerSpec) -> str:
-        return run_probe(probe_argv(server), probe_env(server), "this machine")
+    def sglang_version(self, server: ServerSpec) -> SglangVersion:
+        return probed_version(run_probe(probe_argv(server), probe_env(server), "this machine"))
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -370,8 +370,16 @@ def test_a_fleet_with_a_slower_host_answers_as_one_host_does(
     assert plans.loc["gpu-a", "role"] == "reference"
     b = plans.loc["gpu-b"]
     assert (b["role"], b["baseline_target"], b["passed"]) == ("own_baseline", "gpu-b", False), b
-    # about 0.8; nearer 1 when CPU-bound (a loaded machine): never within the tolerance
-    assert b["calibration_concurrency"] == 1 and 0.7 < b["calibration_ratio"] < 0.93, b
+    # The ratio is what the two stored baseline levels at c=1 measured, and the injected
+    # fault bounds it from what was measured, not from a guess at this box's load: gpu-b is
+    # slower than the tolerance allows, and no slower than its GPU (0.8 when all of a
+    # token's time is GPU time; nearer 1 the more of it the shared CPUs take), so the
+    # measured 95% interval reaches 0.8 or above and lies below 1 - tolerance at its low end.
+    assert b["calibration_concurrency"] == 1, b
+    at_c1 = store.read_levels(run_id).query("is_baseline and concurrency == 1")
+    thr = at_c1.groupby("target")["output_throughput"].first()
+    assert b["calibration_ratio"] == pytest.approx(thr["gpu-b"] / thr["gpu-a"], rel=1e-9), b
+    assert b["calibration_lo"] < 1 - b["tolerance"] and b["calibration_hi"] >= 0.8, b
     assert set(plans["gpu_kind"]) == {"1x simulated"} and set(plans["mode"]) == {"per_gpu_kind"}
     assert "baselines: gpu-b: calibration at c=1: -" in log, log[-4000:]
     assert "measures its own baseline" in log

@@ -22,6 +22,7 @@ MODULES = (
     "tests.faults.test_faults",
     "tests.flows.test_fault_flows",
     "tests.flows.test_adaptive_flow",
+    "tests.flows.test_search_flow",
     "tests.ssh.test_ssh_target",
     "tests.integration.test_cleanup",
     "tests.integration.test_gpu_cleanup",

@@ -42,13 +42,6 @@ def measure(server: VariantServer, concurrency: int, load: LoadSpec | None = Non
     return server.benchmark_level(concurrency)
 
 
-@fault(
-    "Server crashes in the middle of a level",
-    injected="`SPECSWEEP_SIM_CRASH_AFTER_REQUESTS=6` (a scheduler exception while serving)",
-    outcome="the level is written with its completed and failed requests and status "
-    "`failed`; the dead server then ends the variant with `ServerDiedError` and the log "
-    "tail (no more levels are tried against it)",
-)
 def test_crash_mid_level_keeps_the_level_and_ends_the_variant(tmp_path, port):
     config = config_with(
         tmp_path,

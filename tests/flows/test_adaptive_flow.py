@@ -82,6 +82,7 @@ def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, p
     assert "at c=16 against a server without speculation" in check.overhead
     assert not check.levels["share_of_default"].isna().any()  # the default tiers were measured
     run = store.read_run(run_id)
+    assert (run["sglang_version"], run["sglang_version_source"]) == ("0.5.23", "simulator")
     assert set(run["variants"]) >= {
         exported[0],
         "eagle3-adaptive-default",

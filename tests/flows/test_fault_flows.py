@@ -75,6 +75,39 @@ def test_a_variant_crashing_while_loading_is_recorded_and_the_sweep_goes_on(tmp_
 
 
 @fault(
+    "Server crashes in the middle of a level",
+    injected="`SPECSWEEP_SIM_CRASH_AFTER_REQUESTS=12` on one variant (a scheduler exception "
+    "while serving its first level)",
+    outcome="the level is written with its completed and failed requests and status "
+    "`failed`; the dead server then ends the variant with `ServerDiedError` and the log "
+    "tail: no more levels are tried against it, the variant is recorded in "
+    "`runs.variant_errors`, and the other variants are measured at every level",
+)
+def test_a_server_dying_mid_level_keeps_the_level_and_tries_no_more(tmp_path, port):
+    dies = {**SPEC, "num_steps": 1, "env": {"SPECSWEEP_SIM_CRASH_AFTER_REQUESTS": "12"}}
+    data = matrix_data(tmp_path, port, dies, concurrency=[4, 8], requests_per_stream=8)
+    config = parse_config(data)
+    dead = Variant(**dies).label
+    with pytest.raises(SweepFailed, match=dead):
+        matrix_sweep(config, run_id="dies", publish=False)
+    store = ResultsStore(config.results_dir)
+    assert levels_of(config, "dies") == [("baseline", 4), ("baseline", 8), (dead, 4)]
+    levels = store.read_levels("dies").set_index(["variant", "concurrency"])
+    kept = levels.loc[(dead, 4)]
+    assert kept["status"] == "failed" and kept["failed"] > 0 and kept["completed"] > 0
+    requests = store.read_requests("dies")
+    mine = requests[requests["variant"] == dead]
+    assert len(mine) == kept["completed"] + kept["failed"]  # every request of it kept
+    run = store.read_run("dies")
+    assert run["status"] == "failed" and run["failed_variants"] == [dead]
+    error = json.loads(run["variant_errors"])[dead]
+    assert error.startswith("ServerDiedError") and "died during the level at c=4" in error
+    logs = list((config.target.workdir / "logs" / "dies").glob(f"{dead}*"))
+    assert len(logs) == 1  # launched once: a server that died is not relaunched for c=8
+    assert no_server_left(port)
+
+
+@fault(
     "Hang during weight loading",
     injected="`SPECSWEEP_SIM_HANG=load` (alive, never binds the port) with `startup_timeout_s: 3`",
     outcome="`ServerStartTimeout` after 3 s with the last log line; the hung server is "

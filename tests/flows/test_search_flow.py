@@ -14,6 +14,7 @@ from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
+from tests.faults.registry import fault
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -94,3 +95,49 @@ def test_the_nightly_flow_runs_the_search_and_judges_what_it_measured(tmp_path, 
     launched = {v for v, _, _ in store.read_phase_files("night-1")}
     assert {"baseline", "eagle3-s1-k1-d2", "eagle3-s4-k1-d5"} <= launched
     assert "failed" not in result["verdict"]
+
+
+@fault(
+    "Server ignores continuous_usage_stats",
+    injected="`SPECSWEEP_SIM_NO_CONTINUOUS_USAGE=1` with `load.endpoint: completions` and "
+    "`search: adaptive` (chunks carry `usage: null`; a speculative chunk holds several "
+    "uncounted tokens)",
+    outcome="output tokens come from the final usage; `chunk_tokens_unknown` counts the "
+    "requests whose chunks did not add up, their chunk tokens and ITL are stored unknown "
+    "(null), never one token each; the search fits no acceptance from them, launches "
+    "what it cannot predict and its `search_stop` says it searched blind and why",
+)
+def test_a_server_ignoring_continuous_usage_leaves_the_search_blind(tmp_path, port):
+    """Issue 29: chunks without usage are not one token each. The level rows count the
+    requests whose chunks did not add up, their chunk tokens are stored unknown, and the
+    search, with no acceptance it can trust (OpenAI endpoints carry no verify steps),
+    launches what it cannot predict and says it searched blind."""
+    data = sim_config_data(
+        tmp_path,
+        port,
+        step_sweep=None,
+        grid_sweep={"draft_model_path": "sim/draft", "num_steps": [1, 2, 4], "topk": [1]},
+        search={"mode": "adaptive"},
+        load={"concurrency": [1, 4], "requests_per_stream": 3, "output_len": 32,
+              "endpoint": "completions"},
+    )  # fmt: skip
+    data["server"]["env"]["SPECSWEEP_SIM_NO_CONTINUOUS_USAGE"] = "1"
+    config = parse_config(data)
+    run_id = matrix_sweep(config)["run_id"]
+    store = ResultsStore(config.results_dir)
+    levels = store.read_levels(run_id)
+    assert set(levels["status"]) == {"ok"}
+    spec = levels[~levels["is_baseline"]]
+    base = levels[levels["is_baseline"]]
+    assert (spec["chunk_tokens_unknown"] == spec["completed"]).all()  # every request
+    assert (base["chunk_tokens_unknown"] == 0).all()  # one token per chunk adds up
+    assert spec["accept_length"].isna().all() and spec["itl_ms_p50"].isna().all()
+    assert (levels["output_tokens"] == levels["completed"] * 32).all()  # from the usage
+    requests = store.read_requests(run_id)
+    mine = requests[requests["variant"].isin(spec["variant"])]
+    assert mine["chunk_tokens"].isna().all() and mine["max_chunk_tokens"].isna().all()
+    assert (mine["chunks"] > 0).all()
+    assert set(_launch_order(store, run_id)) == set(levels["variant"])
+    assert len(set(levels["variant"])) == 4  # nothing ruled out on a blind model
+    stop = store.read_run(run_id)["search_stop"]
+    assert "searching blind" in stop and "do not add up to the server's usage" in stop

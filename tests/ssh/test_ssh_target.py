@@ -267,6 +267,7 @@ def test_teardown_over_ssh_kills_the_orphaned_scheduler_and_waits_for_its_memory
 def test_an_adaptive_variant_over_ssh(tmp_path, port, sshd):
     """The version asked on the host, the tiers file copied there, the step trace read back."""
     from specsweep.config import Variant
+    from specsweep.config.versions import SglangVersion
     from specsweep.errors import UnsupportedByVersion
     from specsweep.pipeline import check_target_version
 
@@ -274,7 +275,7 @@ def test_an_adaptive_variant_over_ssh(tmp_path, port, sshd):
     variant = Variant(
         algorithm="EAGLE3", draft_model_path="sim/d", adaptive={"tiers": {1: [1], 8: [0]}}
     )
-    assert check_target_version(config, [variant]) == "0.5.23"  # the agent ran the probe there
+    assert check_target_version(config, [variant]) == SglangVersion("0.5.23", "simulator")
     old = config.model_copy(
         update={"server": config.server.model_copy(
             update={"env": {**config.server.env, "SPECSWEEP_SIM_SGLANG_VERSION": "0.5.9"}})}

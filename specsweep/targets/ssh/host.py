@@ -21,6 +21,7 @@ from typing import Any
 
 from specsweep.config import WILDCARD_HOSTS, LoadSpec, ServerSpec, SshTarget
 from specsweep.config.command import LaunchCommand
+from specsweep.config.versions import SglangVersion
 from specsweep.errors import RemoteError
 from specsweep.loadgen.runner import LevelResult, run_level_sync
 from specsweep.loadgen.wire import parse_result_line
@@ -30,7 +31,7 @@ from specsweep.targets.handle import ServerHandle
 from specsweep.targets.health import Readiness, ReadyReport, wait_until_ready
 from specsweep.targets.host import LevelProgress, ReadyProgress
 from specsweep.targets.server_facts import ServerFacts
-from specsweep.targets.sglang_version import probe_argv, probe_env
+from specsweep.targets.sglang_version import probe_argv, probe_env, probed_version
 from specsweep.targets.ssh.session import SshSession
 from specsweep.targets.teardown import TeardownReport
 
@@ -215,13 +216,13 @@ class SshHost(SshSession):
         value = self.agent("read-log", {**self._handle_payload(handle), "offset": offset})
         return str(value["text"]), int(value["offset"])
 
-    def sglang_version(self, server: ServerSpec) -> str:
+    def sglang_version(self, server: ServerSpec) -> SglangVersion:
         payload = {
             "argv": probe_argv(server, self.target.python),
             "env": probe_env(server),
             "where": self.target.address,
         }
-        return str(self.agent("sglang-version", payload, private=True))
+        return probed_version(str(self.agent("sglang-version", payload, private=True)))
 
 
 _hosts: dict[str, SshHost] = {}

@@ -116,3 +116,36 @@ def test_the_schedule_says_its_time_and_zone():
         "Nightly at 23:30 Asia/Tokyo (cron 30 23 * * *)"
     )
     assert NightlySchedule("5 3 * * 1").describe() == "Cron 5 3 * * 1 in Europe/Berlin"
+
+
+@pytest.mark.parametrize("today", ["2027-03-26", "2027-10-29", "2026-12-01"])
+def test_the_nightlys_upcoming_names_at_a_frozen_date_around_the_switch(tmp_path, today):
+    """What the scheduler service inserts on `today` (three nights ahead, from Prefect's own
+    cron schedule), named as the worker names them. From 2027-03-26 the third night is the
+    spring switch: 02:00 does not exist in Berlin and the run starts at 03:00 CEST, named
+    so; on the autumn switch 02:00 happens twice and the run starts at the first."""
+    import asyncio
+    from zoneinfo import ZoneInfo
+
+    from prefect.server.schemas.schedules import CronSchedule as ServerCron
+
+    from tests.nightly_times import expected_local_start
+
+    berlin = ZoneInfo(NightlySchedule().timezone)
+    schedule = ServerCron(cron=NightlySchedule().cron, timezone=NightlySchedule().timezone)
+    now = datetime.fromisoformat(today).replace(hour=12, tzinfo=UTC)  # the frozen clock
+    starts = asyncio.run(schedule.get_dates(n=3, start=now))
+    assert len(starts) == 3 and all(s > now for s in starts)
+    for start in starts:
+        local = start.astimezone(berlin)
+        assert (local.hour, local.minute) == expected_local_start(start, berlin)
+        assert nightly_run_name(params(tmp_path), start, "Europe/Berlin") == (
+            f"nightly-regression/test-host/{local:%Y-%m-%d %H:%M} Europe/Berlin"
+        )
+    if today == "2027-03-26":
+        shown = [nightly_run_name(params(tmp_path), s, "Europe/Berlin")[-30:] for s in starts]
+        assert shown == [
+            "2027-03-27 02:00 Europe/Berlin",
+            "2027-03-28 03:00 Europe/Berlin",  # the spring switch: no 02:00 that night
+            "2027-03-29 02:00 Europe/Berlin",
+        ]

@@ -111,10 +111,23 @@ def test_openai_endpoints(endpoint: str, continuous: bool) -> None:
     assert m.input_tokens == 30  # the stub counts words; the server's count wins
     for r in result.records:
         assert (r.output_tokens, r.finish_reason) == (9, "length")
-        # Exact tokens per chunk with per-chunk usage; one per text chunk without.
-        assert r.chunk_tokens == ((3, 3, 3) if continuous else (1, 1, 1))
-    expected_itl_tokens = 6 if continuous else 2
-    assert all(len(r.itls) == expected_itl_tokens for r in result.records)
+        # Exact tokens per chunk with per-chunk usage. Without it the three chunks do not
+        # add up to the final usage (9): tokens per chunk are unknown, not one each.
+        assert r.chunk_tokens_known is continuous
+        assert len(r.itls) == (6 if continuous else 0)
+    assert m.chunk_tokens_unknown == (0 if continuous else 3)
+    assert math.isnan(m.itl_ms_p50) is not continuous  # no per-token ITL from 1-token guesses
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_a_stream_without_usage_per_chunk_that_adds_up_is_exact(endpoint: str) -> None:
+    """One token per chunk: the chunk count equals the final usage, so each chunk is known
+    to carry exactly one token (every chunk carries at least one)."""
+    load = LoadSpec(endpoint=endpoint, input_len=10, output_len=9, requests_per_level=3)
+    result, _ = level(load, 2, tokens_per_chunk=(1,), continuous_usage=False)
+    assert all(r.chunk_tokens_known and r.chunk_tokens == (1,) * 9 for r in result.records)
+    assert result.metrics.chunk_tokens_unknown == 0
+    assert all(len(r.itls) == 8 for r in result.records)
 
 
 def test_workers_split_the_streams(monkeypatch: pytest.MonkeyPatch) -> None:

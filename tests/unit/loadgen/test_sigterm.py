@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -24,7 +23,8 @@ CHILD = textwrap.dedent(
     async def level():
         # Prefect acknowledges a cancel only while its own handler is installed.
         assert signal.getsignal(signal.SIGTERM) is handler, "the handler was replaced"
-        print("running", flush=True)
+        # said from the loop's next turn: the level is then suspended in its await
+        asyncio.get_running_loop().call_soon(lambda: print("running", flush=True))
         await asyncio.sleep(60)
 
     signal.signal(signal.SIGTERM, handler)
@@ -49,8 +49,7 @@ def test_sigterm_reaches_the_callers_handler_during_a_level(loop):
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "running"
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)  # the level is waiting in its await (said "running")
     try:
         out, err = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
