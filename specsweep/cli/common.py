@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -96,7 +97,14 @@ def ephemeral_api_ready() -> None:
     prefect_env()
     from flows.prefect_api import prepare_ephemeral_api
 
-    prepare_ephemeral_api()
+    started = time.monotonic()
+    if prepare_ephemeral_api():
+        err.print(
+            f"Prefect's database for its temporary API: created and migrated in "
+            f"{time.monotonic() - started:.0f} s (once per machine and Prefect version)",
+            style="dim",
+            soft_wrap=True,
+        )
 
 
 def api_url() -> str:

@@ -83,4 +83,5 @@ def test_specsweep_run_on_a_fresh_home_leaves_its_server_nothing_to_migrate(tmp_
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out  # the crashing simulator: variants failed, recorded
     assert "variants failed: baseline, eagle3-s1-k1-d2" in out
+    assert "Prefect's database for its temporary API: created and migrated" in out
     assert (tmp_path / "home" / ".prefect" / MARKER).is_file()
