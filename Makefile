@@ -11,8 +11,9 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
 .PHONY: demo test install refclients lint format lock clean
 
+# DEMO_ARGS passes options: `make demo DEMO_ARGS="--set server.port=31900"`.
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
-	$(VENV)/bin/specsweep demo
+	$(VENV)/bin/specsweep demo $(DEMO_ARGS)
 
 # Two workers by default: most tests wait on processes and the network, not the CPU.
 # `make test PYTEST_WORKERS=0` runs serially; any pytest flags go in PYTEST_ARGS.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -73,10 +74,38 @@ def load_sweep(
     return config
 
 
+# Prefect waits 20 s (its sleeps only) for a temporary API server's /health; its startup
+# imports the whole server, which a busy 2-core host can stretch past that. The first
+# start's database migration is done beforehand (ephemeral_api_ready), not in this wait.
+# Not longer: Prefect does not notice a server that died, it waits this out.
+EPHEMERAL_STARTUP_TIMEOUT_S = 60
+
+
 def prefect_env() -> None:
-    """Before Prefect loads: no telemetry (hosts may be offline), the engine's logs shipped."""
+    """Before Prefect loads: no telemetry (hosts may be offline), the engine's logs shipped,
+    and room for a temporary API server to start on a busy host (a user's setting wins)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "specsweep")
+    os.environ.setdefault(
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", str(EPHEMERAL_STARTUP_TIMEOUT_S)
+    )
+
+
+def ephemeral_api_ready() -> None:
+    """For a command that may run on Prefect's ephemeral API (no PREFECT_API_URL): its
+    database created and migrated here, before the first Prefect call starts the temporary
+    server, whose startup wait a first migration outlasts (flows/prefect_api.py)."""
+    prefect_env()
+    from flows.prefect_api import prepare_ephemeral_api
+
+    started = time.monotonic()
+    if prepare_ephemeral_api():
+        err.print(
+            f"Prefect's database for its temporary API: created and migrated in "
+            f"{time.monotonic() - started:.0f} s (once per machine and Prefect version)",
+            style="dim",
+            soft_wrap=True,
+        )
 
 
 def api_url() -> str:

@@ -16,7 +16,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from specsweep.cli.common import api_url, console, err, fail, prefect_env, show_outcome
+from specsweep.cli.common import (
+    api_url,
+    console,
+    ephemeral_api_ready,
+    err,
+    fail,
+    prefect_env,
+    show_outcome,
+)
 from specsweep.config import SweepConfig, check_run_id
 from specsweep.config.file import load_config
 from specsweep.config.fleet import Fleet, check_sweep_pool, config_for_host, load_fleet
@@ -56,7 +64,7 @@ def _load(fleet_path: Path, config_path: Path | None) -> tuple[Fleet, SweepConfi
 @fleet_app.command("check")
 def check(fleet: FleetOpt, config: ConfigOpt) -> None:
     """Run every host's pre-flight check (reachable, results store writable, GPUs)."""
-    prefect_env()
+    ephemeral_api_ready()  # secret: references are read through Prefect's API
     _use_prefect_secrets()
     fl, cfg = _load(fleet, config)
     assert cfg is not None

@@ -6,7 +6,7 @@ from importlib import import_module
 
 import typer
 
-from specsweep.cli.common import err, fail, prefect_env, show_outcome
+from specsweep.cli.common import ephemeral_api_ready, err, fail, show_outcome
 from specsweep.cli.progress import level_progress_bar
 from specsweep.config import SweepConfig, check_run_id
 from specsweep.config.plan import SweepKind
@@ -22,7 +22,7 @@ def run_sweep_now(kind: SweepKind, config: SweepConfig, run_id: str | None, forc
             check_run_id(run_id)  # it names folders; the flow checks it too
     except ConfigError as exc:
         raise fail(exc) from None
-    prefect_env()
+    ephemeral_api_ready()
     # Prefect loads only when running: flows.<kind> holds the flow of the same name.
     from flows.target_lock import ensure_target_limit, target_lock_name
 
