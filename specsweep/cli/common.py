@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -306,7 +307,7 @@ def show_decision(answer: Answer) -> None:
     first = found[0]
     load = load_line(answer)
     if load:
-        console.print(load, soft_wrap=True, markup=False, highlight=False)
+        console.print(textwrap.fill(load, 100), soft_wrap=True, markup=False, highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     for i, name in enumerate(DECISION_COLUMNS):
         table.add_column(name, justify="right" if i in (0, 2) else "left", overflow="fold")
@@ -314,7 +315,8 @@ def show_decision(answer: Answer) -> None:
         table.add_row(*row)
     console.print(table)
     for sentence in first.level_sentences():
-        console.print(f"- {sentence}.", soft_wrap=True, markup=False, highlight=False)
+        text = textwrap.fill(f"- {sentence}.", 100, subsequent_indent="  ")
+        console.print(text, soft_wrap=True, markup=False, highlight=False)
     if first.deploy.command:
         console.print(f"deploy: {first.deploy.command}", soft_wrap=True, markup=False)
     for other in found[1:]:
