@@ -72,6 +72,12 @@ class LevelJudgment:
             if self.runner_up is None:
                 return f"{self.choice} is the only config measured at {at}"
             return f"{self.choice} wins at {at}: {_lead(self.lead)} over {self.runner_up}"
+        if self.status == "tie" and self.choice == self.best:
+            others = ", ".join(self.tied)
+            return (
+                f"{self.choice} is best at {at} and the simplest; {others} "
+                f"{'is' if len(self.tied) == 1 else 'are'} within its noise: run {self.choice}"
+            )
         if self.status == "tie":
             others = ", ".join(t for t in (self.best, *self.tied) if t != self.choice)
             return (

@@ -55,7 +55,7 @@ def _level_text(j: LevelJudgment | None) -> str:
     if j.status == "clear":
         return "clear"
     if j.status == "tie":
-        return f"tie within {j.margin:.0%}"
+        return "best, others within noise" if j.choice == j.best else f"tie within {j.margin:.0%}"
     r = j.rival_ratio
     half = f" ±{(r.hi - r.lo) / 2 / r.value:.0%}" if r.known and math.isfinite(r.hi) else ""
     return f"open: {j.rival} {r.value - 1:+.1%}{half}"
