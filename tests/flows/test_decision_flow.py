@@ -1,0 +1,62 @@
+"""Issue 27 through the real step-sweep flow, Prefect and the simulator: two load shapes,
+measuring more while each server is up, and one decision that every view renders."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.step_sweep import step_sweep
+from specsweep.analysis.answer import analyze_run, cell_answers
+from specsweep.analysis.decision import HEADLINE_COLUMNS
+from specsweep.cli import app
+from specsweep.config.file import parse_config
+from specsweep.report.decision_view import decision_rows
+from specsweep.report.render import answer_markdown
+from specsweep.results.store import ResultsStore
+from tests.conftest import sim_config_data
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+
+def test_a_sweep_measures_more_where_it_decides_and_every_view_agrees(tmp_path, port):
+    data = sim_config_data(
+        tmp_path,
+        port,
+        load={"input_len": [64, 256], "output_len": 32, "concurrency": [1, 16],
+              "decide_budget_s": 30},
+    )  # fmt: skip
+    config = parse_config(data)
+    run_id = step_sweep(config)["run_id"]
+    store = ResultsStore(config.results_dir)
+    levels = store.read_levels(run_id)
+    # the baseline is the reference of every ratio: its levels are measured to ±2% or more
+    # passes were pooled into them (the row says how many)
+    base = levels[levels["variant"] == "baseline"]
+    half = (base["output_throughput_hi"] - base["output_throughput_lo"]) / 2
+    assert ((half / base["output_throughput"] <= 0.02) | (base["repeats"] > 1)).all()
+    spent = sum(p.get("decide_s", 0.0) for _, _, p in store.read_phase_files(run_id))
+    assert spent <= 30 + 10  # the budget, and the one step that may start just under it
+
+    answer = analyze_run(store, run_id)
+    cells = cell_answers(answer)
+    assert [c.decision.shape for c in cells] == ["in64-out32", "in256-out32"]
+    md = answer_markdown(answer)
+    out = CliRunner().invoke(app, ["summary", run_id, "--results-dir", str(store.root)]).output
+    for one in cells:
+        d = one.decision
+        lines = d.headline()
+        assert len(lines) == 3 and all(len(line) <= HEADLINE_COLUMNS for line in lines)
+        best = one.best.set_index("concurrency")
+        assert {c: best.at[c, "choice"] for c in d.choice_at()} == d.choice_at()
+        if one.export is not None:
+            bands = {c: b.variant for b in one.export.bands for c in b.levels}
+            assert bands == d.deploy.runs_at()
+        # speculation pays at c=1 and not at c=16 on the simulator: both sides are clear
+        assert d.deploy.runs_at()[1] != "baseline" and d.deploy.runs_at()[16] == "baseline"
+        assert d.decided, d.verdict_line()
+    first = cells[0].decision
+    assert out.splitlines()[:3] == first.headline()
+    for row in decision_rows(first):
+        assert "| " + " | ".join(row) + " |" in md
+    assert "inconclusive" not in md and "inconclusive" not in out
