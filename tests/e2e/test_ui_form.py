@@ -218,6 +218,13 @@ def check_answer_artifacts(driver: Any, stack: PrefectStack, flow_run_id: str) -
         for image in state["images"]:
             assert image["right"] <= state["inner"], (key, image)
         check_text_blocks(key, state)
+        if key == "specsweep-answer":  # the decision leads: headline, then what to copy
+            text = state["text"]
+            assert text.index("Deploy ") < text.index("Measured vs no speculation")
+            assert "Decided" in text or "Not decided: measure more at c=" in text
+            assert "inconclusive" not in text
+            if '"candidate_steps"' in data:  # tiers: the file and the launch command, whole
+                assert '"candidate_steps"' in text and "--speculative-adaptive-config" in text
         if key != "specsweep-results":
             assert caveat in state["text"], f"{key}: {state['text'][:1500]}"
         if os.environ.get("SPECSWEEP_SCREENSHOT_DIR"):
