@@ -563,7 +563,6 @@ def _analyze_shape(
     decision = decide(
         levels,
         run_id,
-        best,
         policy,
         export,
         judge_levels(levels),

@@ -277,21 +277,16 @@ def _effects(
 
 
 def _steps_of(levels: pd.DataFrame, variant: str, base: str | None) -> int | None:
+    """A static rule's variant's draft steps (a chain's num_steps; None for a tree or an
+    algorithm without steps), 0 for the baseline."""
     if variant == base:
         return 0
     rows = levels[levels["variant"] == variant]
-    if rows.empty or "num_steps" not in rows.columns:
+    if rows.empty or "num_steps" not in rows.columns or pd.isna(rows["num_steps"].iloc[0]):
         return None
-    steps, topk = rows["num_steps"].iloc[0], rows["topk"].iloc[0] if "topk" in rows else None
-    if pd.isna(steps) or adaptive_mask(rows).any():
-        return 0 if adaptive_mask(rows).any() and _all_zero(rows) else None
-    return int(steps) if (topk is None or pd.isna(topk) or int(topk) == 1) else None
-
-
-def _all_zero(rows: pd.DataFrame) -> bool:
-    from specsweep.analysis.adaptive_export import pinned_zero_mask
-
-    return bool(pinned_zero_mask(rows).all())
+    topk = rows["topk"].iloc[0] if "topk" in rows.columns else None
+    chain = topk is None or pd.isna(topk) or int(topk) == 1
+    return int(rows["num_steps"].iloc[0]) if chain else None
 
 
 def tiers_json(config: dict[str, object]) -> str:
@@ -357,7 +352,6 @@ def _static_deploy(levels: pd.DataFrame, policy: Policy | None, base: str | None
 def decide(
     levels: pd.DataFrame,
     run_id: str,
-    best: pd.DataFrame,
     policy: Policy | None,
     export: TierExport | None,
     judgments: dict[int, LevelJudgment],
@@ -372,7 +366,6 @@ def decide(
     `judgments` (every level among every config), `export` (tiers, where the variants
     allow them) and `policy` (the static rule). `command`: the tiers' exact server
     command where the run's config rebuilds it."""
-    del best  # the table is a view of `judgments`; kept in the signature for callers' clarity
     base = baseline_name(levels) if len(levels) else None
     if export is not None:
         deploy = _tiers_deploy(levels, export, base, command)
