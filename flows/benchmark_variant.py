@@ -10,12 +10,14 @@ from prefect.runtime import flow_run
 from flows.hooks import STOP_SERVERS_HOOKS
 from flows.prefect_secrets import use_prefect_secrets
 from flows.target_lock import target_lock
+from specsweep.analysis.sequential import MeasureMore
 from specsweep.config import SweepConfig, Variant
+from specsweep.config.load import Shape
 from specsweep.errors import ServerDiedError
 from specsweep.pipeline import VariantServer
 from specsweep.results.rows import RunContext
 from tasks.benchmark import benchmark_level
-from tasks.decide import measure_to_decide
+from tasks.decide import measure_more
 from tasks.search import skip_level
 from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
 
@@ -32,6 +34,19 @@ def _run_name() -> str:
 
 def _cell(row: dict[str, Any]) -> tuple[object, object]:
     return row.get("shape"), row.get("concurrency")
+
+
+def measure_to_decide(server: VariantServer, shapes: list[Shape]) -> list[dict[str, Any]]:
+    """Per shape measured on this launch: extra passes until nothing open involves this
+    variant or the run's load.decide_budget_s is spent (analysis/sequential.py)."""
+    rows: list[dict[str, Any]] = []
+    for shape in shapes:
+        while isinstance(step := server.next_to_decide(shape), MeasureMore):
+            rows.append(
+                measure_more(server, step, shape, server.cell_name(shape, step.concurrency))
+            )
+        get_run_logger().info("%s: %s", server.label, step.reason)
+    return rows
 
 
 def start(server: VariantServer, attempts: int, force: bool) -> None:

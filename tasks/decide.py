@@ -25,16 +25,3 @@ def measure_more(
         row["repeats"], row["output_throughput_lo"], row["output_throughput_hi"],
     )  # fmt: skip
     return row
-
-
-def measure_to_decide(server: VariantServer, shapes: list[Shape | None]) -> list[dict[str, Any]]:
-    """Per shape measured on this launch: extra passes until nothing open involves this
-    variant or the run's load.decide_budget_s is spent (analysis/sequential.py)."""
-    rows: list[dict[str, Any]] = []
-    for shape in shapes:
-        while isinstance(step := server.next_to_decide(shape), MeasureMore):
-            rows.append(
-                measure_more(server, step, shape, server.cell_name(shape, step.concurrency))
-            )
-        get_run_logger().info("%s: %s", server.label, step.reason)
-    return rows

@@ -252,32 +252,14 @@ def show_run(store: ResultsStore, run_id: str, wide: bool = False) -> None:
     run = store.read_run(run_id)
     try:
         answer = analyze_run(store, run_id)
-    except (LookupError, ValueError) as exc:
+    except (LookupError, ValueError) as exc:  # nothing measured: say so, then why
         console.print(f"[red]{exc}[/]", soft_wrap=True)
-        return
-    show_decision(answer)
-    if wide:
-        _show_wide(store, run_id, levels, run)
     else:
-        from specsweep.report.evidence import load_text
-        from specsweep.report.search import search_lines
-
-        shapes = answer.shapes
-        if len(shapes) > 1:
-            load = load_text(answer.levels if not answer.by_shape else levels, "")
-            console.print(
-                f"load: {len(shapes)} load shapes, {load}",
-                soft_wrap=True, markup=False, highlight=False,
-            )  # fmt: skip
-        for line in search_lines(answer.search):
-            console.print(line, soft_wrap=True, markup=False, highlight=False)
-        for line in skipped_lines(answer.skipped_levels):
-            console.print(f"skipped (not measured) {line}", soft_wrap=True, markup=False)
-        for rec in answer.failed_levels.to_dict("records"):
-            console.print(
-                f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}",
-                soft_wrap=True,
-            )
+        show_decision(answer)
+        if wide:
+            _show_wide(store, run_id, levels, run)
+        else:
+            _show_apart(answer, levels)
     for name, error in json.loads((run or {}).get("variant_errors") or "{}").items():
         console.print(f"[red]failed variant[/] {name}: {error}", soft_wrap=True)
     for line in gpu_memory_lines(store.read_phase_files(run_id)):
@@ -285,6 +267,29 @@ def show_run(store: ResultsStore, run_id: str, wide: bool = False) -> None:
     note = simulated_note(levels)
     if note:
         console.print(f"[yellow]{note}[/]", soft_wrap=True)
+
+
+def _show_apart(answer: Answer, levels: pd.DataFrame) -> None:
+    """Beside the decision: the shapes' load, the search (predictions said apart), the
+    levels a search skipped and those that failed."""
+    from specsweep.report.evidence import load_text
+    from specsweep.report.search import search_lines
+
+    if len(answer.shapes) > 1:
+        load = load_text(levels, "")
+        console.print(
+            f"load: {len(answer.shapes)} load shapes, {load}",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
+    for line in search_lines(answer.search):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    for line in skipped_lines(answer.skipped_levels):
+        console.print(f"skipped (not measured) {line}", soft_wrap=True, markup=False)
+    for rec in answer.failed_levels.to_dict("records"):
+        console.print(
+            f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}",
+            soft_wrap=True,
+        )
 
 
 def show_decision(answer: Answer) -> None:
@@ -306,8 +311,8 @@ def show_decision(answer: Answer) -> None:
         return
     first = found[0]
     load = load_line(answer)
-    if load:
-        console.print(textwrap.fill(load, 100), soft_wrap=True, markup=False, highlight=False)
+    said = f"Measured in run {answer.run_id}." + (f" {load}" if load else "")
+    console.print(textwrap.fill(said, 100), soft_wrap=True, markup=False, highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     for i, name in enumerate(DECISION_COLUMNS):
         table.add_column(name, justify="right" if i in (0, 2) else "left", overflow="fold")
@@ -354,6 +359,8 @@ def _show_wide(
 def show_outcome(store: ResultsStore, run_id: str, answer: dict[str, object]) -> None:
     """After a sweep: its decision and summary, where the results and report are."""
     show_run(store, run_id)
+    for line in answer.get("adaptive") or []:  # type: ignore[attr-defined]
+        console.print(f"[bold]adaptive:[/] {line}", soft_wrap=True, highlight=False)
     console.print(f"results: {store.levels_dir}/{run_id}", soft_wrap=True)
     if answer.get("report_html"):
         console.print(f"report:  {answer['report_html']}", soft_wrap=True)

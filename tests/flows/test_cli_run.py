@@ -20,9 +20,9 @@ def test_run_prints_the_summary(tmp_path, port):
     path = write_config(tmp_path, port, load={"concurrency": [2]})
     result = CliRunner().invoke(app, ["run", "step-sweep", "-c", str(path)])
     assert result.exit_code == 0, result.output
-    assert "eagle3-s2-k1-d3" in result.output and "speedup" in result.output
+    assert "eagle3-s2-k1-d3" in result.output and "vs no speculation" in result.output
     assert "simulated server" in result.output
-    assert "policy:" in result.output and "report:" in result.output  # the answer, not only data
+    assert "Deploy " in result.output and "report:" in result.output  # the answer, not only data
 
 
 def test_failed_variants_exit_1_and_say_why(tmp_path, port):

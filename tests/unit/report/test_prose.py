@@ -41,7 +41,11 @@ def prose_words(markdown: str) -> list[str]:
             fence = not fence
         elif not fence and not line.startswith("|"):
             line = re.sub(r"\]\([^)]*\)", "]", line)
-            words += [w for word in line.split() for w in re.split(f"{BREAK}|`", word)]
+            # a browser breaks a line at <wbr>, a code span's edge and after a hyphen
+            # before a letter (fit_text counts the last as a break the page already has)
+            words += [
+                w for word in line.split() for w in re.split(f"{BREAK}|`|(?<=-)(?=[A-Za-z])", word)
+            ]
     return words
 
 
