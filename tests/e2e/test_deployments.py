@@ -79,7 +79,11 @@ def test_a_deployment_run_exports_and_verifies_its_policy(prefect_stack: Prefect
     # verify_policy from the run's parameters, as the UI form or a --param gives it
     # (only the export is launched after the sweep: the e2e worker is the suite's long pole)
     verify = {"pinned_zero": False, "default_tiers": False}
-    data = prefect_stack.sweep_config(tmp_path, load={"concurrency": [1]}, verify_policy=verify)
+    # 12 requests at c=1: the export decides on the levels' 95% intervals (one tie rule), and
+    # 4 requests on a loaded machine can leave a 1.5x lead inside them (then it rightly refuses)
+    data = prefect_stack.sweep_config(
+        tmp_path, load={"concurrency": [1], "min_requests": 12}, verify_policy=verify
+    )
     # simulated time at half of real time: speculation's 1.5x at c=1 survives a loaded machine
     # (at a twentieth, CPU starvation can flatten it and the export rightly refuses)
     data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.5"

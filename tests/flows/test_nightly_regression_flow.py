@@ -88,7 +88,7 @@ def test_a_quiet_night_passes_and_publishes_the_answer(tmp_path, port):
     assert state.is_completed()
     result = state.result()
     assert result["regressed"] is False
-    assert result["policy"].startswith(f"Use {SPEC}")
+    assert result["policy"].startswith("Deploy SGLang adaptive tiers 1:[2]")  # the decision
     assert result["decisions"].endswith("decisions unchanged (4 same)")  # no intervals
     assert result["decision_changes"] == []
     artifacts = flow_artifacts(state.state_details.flow_run_id)
