@@ -18,7 +18,11 @@ import pyarrow as pa
 #    them null; a null shape is the level's own in<input_len>-out<output_len>.
 # 6: the hosts table is new (a fleet run's baseline plan: which host's baseline each host's
 #    variants are compared with, and each host's calibration against its GPU kind).
-SCHEMA_VERSION = 6
+# 7: levels gained throughput_drift and throughput_drift_source: the drift (relative SD a
+#    pass's throughput gets from the server's speed) that this run measured on the target
+#    and the throughput intervals used, and "calibrated" or "assumed" (no calibration: the
+#    +-1.5% floor). Older files read them null: their intervals assumed the floor.
+SCHEMA_VERSION = 7
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -64,6 +68,8 @@ METRIC_FIELDS: list[pa.Field] = [
         for end in ("lo", "hi")
     ],
     pa.field("target_ci_met", pa.bool_()),
+    pa.field("throughput_drift", pa.float64()),
+    pa.field("throughput_drift_source", pa.string()),
 ]
 
 LEVELS_SCHEMA = pa.schema(

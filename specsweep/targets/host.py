@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from specsweep.config import LoadSpec, ServerSpec
     from specsweep.config.command import LaunchCommand
     from specsweep.loadgen.runner import LevelResult
+    from specsweep.results.drift import Drift
     from specsweep.targets.cleanup import CleanupReport
     from specsweep.targets.handle import ServerHandle
     from specsweep.targets.health import Readiness, ReadyReport
@@ -54,6 +55,7 @@ class Host(Protocol):
         concurrency: int,
         load: LoadSpec,
         on_progress: LevelProgress | None,
+        drift: Drift | None = None,
     ) -> LevelResult: ...
 
     def stop(
