@@ -1,4 +1,5 @@
-"""One variant's life: kill stale -> launch -> wait for health -> each level -> teardown."""
+"""One variant's life: kill stale -> launch -> wait for health -> (the run's drift calibration) ->
+each level -> teardown."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from specsweep.config.load import Shape
 from specsweep.errors import ServerDiedError
 from specsweep.pipeline import VariantServer
 from specsweep.results.rows import RunContext
-from tasks.benchmark import benchmark_level
+from tasks.benchmark import benchmark_level, calibrate_drift
 from tasks.decide import measure_more
 from tasks.search import skip_level
 from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
@@ -92,6 +93,8 @@ def benchmark_variant(
     with target_lock(config), server:
         try:
             start(server, config.server.start_attempts, force)
+            if server.needs_calibration:  # the run's first server on this target
+                calibrate_drift(server)
             for shape, concurrency in todo:  # every shape on this one launch
                 if (reason := server.skip_reason(config.search, concurrency, shape)) is not None:
                     cell = server.cell_name(shape, concurrency)

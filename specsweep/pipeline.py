@@ -36,6 +36,7 @@ from specsweep.config.load import Shape
 from specsweep.config.secrets import resolve_env
 from specsweep.config.versions import SglangVersion, check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
+from specsweep.loadgen.calibration import DriftCalibration, calibration_level
 from specsweep.loadgen.metrics import compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
 from specsweep.results.phases import Phases
@@ -140,6 +141,9 @@ class VariantServer:
         self._log_offset = 0
         # each cell measured on this launch: its records, pooled with any extra passes
         self._measured: dict[tuple[str, int], LevelResult] = {}
+        stored = store.read_drift(ctx.run_id, ctx.target)
+        # this run's drift on this target, once measured (by whichever server came first)
+        self.calibration = DriftCalibration.from_json(stored) if stored is not None else None
 
     @classmethod
     def for_variant(cls, config: SweepConfig, variant: Variant, ctx: RunContext) -> VariantServer:
@@ -308,6 +312,41 @@ class VariantServer:
                 self.label,
             )
 
+    # --- the drift calibration ----------------------------------------------------
+    @property
+    def needs_calibration(self) -> bool:
+        """This run has not measured its drift on this target yet (and the load asks for it)."""
+        return self.load.calibrate_drift and self.calibration is None
+
+    def calibrate_drift(self, on_progress: LevelProgress | None = None) -> DriftCalibration | None:
+        """Measure this run's drift on the target (loadgen/calibration.py) and store it for
+        every later level; None (and a warning: the levels fall back to the assumed floor)
+        when the calibration level failed."""
+        self._require("calibrate-drift", ServerState.READY)
+        concurrency, load = calibration_level(self.load)
+        with self.phases.timed("calibration_s"):
+            result = self.host.run_level(self.server, concurrency, load, on_progress)
+        calibration = None
+        if result.metrics.status == "ok":
+            calibration = DriftCalibration.from_result(
+                result, self.label, load.shape.label, load.num_requests(concurrency)
+            )
+        if calibration is None:
+            log.warning(
+                "%s: the drift calibration at c=%d failed (%s); the levels assume a drift of "
+                "+-1.5%% until a later server of this run measures it",
+                self.label, concurrency, result.metrics.error or "fewer than two passes",
+            )  # fmt: skip
+            return None
+        self.store.write_drift(self.ctx.run_id, self.ctx.target, calibration.to_json())
+        self.calibration = calibration
+        log.info(
+            "%s: drift %.2f%% (passes' CV %.2f%%, yield %.2f%%; %d passes at c=%d)",
+            self.label, 100 * calibration.drift, 100 * calibration.between_cv,
+            100 * calibration.yield_cv, calibration.df + 1, concurrency,
+        )  # fmt: skip
+        return calibration
+
     def benchmark_level(
         self,
         concurrency: int,
@@ -336,7 +375,8 @@ class VariantServer:
             both(0, load.num_requests(concurrency))  # the bar appears when it starts
             if self.trace is not None:
                 self.trace.skip(self._read_log())  # what ran between levels is no level's
-            result = self.host.run_level(self.server, concurrency, load, both)
+            drift = self.calibration.as_drift if self.calibration is not None else None
+            result = self.host.run_level(self.server, concurrency, load, both, drift)
             shares = self.trace.level_shares(self._read_log()) if self.trace else None
             row = self._write_level(shape, concurrency, load, result, shares)
         self._measured[shape.label, concurrency] = result
@@ -409,10 +449,13 @@ class VariantServer:
         with self.phases.timed("decide_s"), self.phases.timed("benchmark_s"):
             if self.trace is not None:
                 self.trace.skip(self._read_log())
-            got = self.host.run_level(self.server, step.concurrency, extra, None)
+            drift = self.calibration.as_drift if self.calibration is not None else None
+            got = self.host.run_level(self.server, step.concurrency, extra, None, drift)
             records = (*prior.records, *(replace(r, repeat=r.repeat + done) for r in got.records))
             pooled = LevelResult(
-                metrics=compute_level_metrics(records, step.concurrency, base.max_error_rate),
+                metrics=compute_level_metrics(
+                    records, step.concurrency, base.max_error_rate, drift
+                ),
                 records=records,
                 started_at=prior.started_at,
                 ended_at=got.ended_at,

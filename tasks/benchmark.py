@@ -13,6 +13,25 @@ from specsweep.pipeline import VariantServer
 from specsweep.progress import OffTheLoop, throttled
 
 
+@task(name="calibrate-drift", cache_policy=NO_CACHE)
+def calibrate_drift(server: VariantServer) -> float | None:
+    """This run's drift on the target (loadgen/calibration.py), before its first level;
+    None when the calibration failed (the levels then assume +-1.5%)."""
+    calibration = server.calibrate_drift()
+    if calibration is None:
+        return None
+    get_run_logger().info(
+        "%s: drift %.2f%% per pass (CV %.2f%% over %d passes at c=%d, yield %.2f%%)",
+        server.label,
+        100 * calibration.drift,
+        100 * calibration.between_cv,
+        calibration.df + 1,
+        calibration.concurrency,
+        100 * calibration.yield_cv,
+    )
+    return calibration.drift
+
+
 @task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name="{cell}")
 def benchmark_level(
     server: VariantServer, concurrency: int, shape: Shape | None = None, cell: str = ""

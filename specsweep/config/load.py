@@ -122,6 +122,12 @@ class LoadSpec(_Model):
     max_level_s: float = Field(
         900.0, gt=0, description="With target_ci: no further pass starts after this long."
     )
+    calibrate_drift: bool = Field(
+        True,
+        description="Before the first level on a target, measure this run's drift (the "
+        "pass-to-pass spread of throughput that no pass sees from inside) with 8 passes at "
+        "concurrency 4; every level's throughput interval uses it. false: assume +-1.5%.",
+    )
     max_requests: PositiveInt | None = Field(
         None,
         description="With target_ci: the most requests measured at a level; default 10 "

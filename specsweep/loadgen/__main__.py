@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from specsweep.config import LoadSpec
 from specsweep.loadgen.http import split_url
 from specsweep.loadgen.runner import resolve_workers, run_level_sync
-from specsweep.loadgen.wire import progress_line, result_line
+from specsweep.loadgen.wire import parse_drift, progress_line, result_line
 
 EXIT_BAD_INPUT = 2
 _PROGRESS_EVERY_S = 0.1
@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--load", help="LoadSpec as JSON (default: all defaults)")
     src.add_argument("--load-file", type=Path, help="file holding the LoadSpec as JSON")
     p.add_argument("--workers", type=int, default=None, help="processes (default: 1 or $env)")
+    p.add_argument(
+        "--drift", help='the run\'s measured drift, {"sd": ..., "df": ..., "source": ...}'
+    )
     return p
 
 
@@ -59,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         load = LoadSpec.model_validate_json(raw)
         split_url(args.base_url)
         workers = resolve_workers(args.workers)
+        drift = parse_drift(args.drift) if args.drift else None
         if args.concurrency < 1:
             raise ValueError(f"--concurrency must be >= 1, got {args.concurrency}")
     except ValidationError as exc:
         return _bad_input(f"invalid load spec: {exc}")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # WireError is a ValueError
         return _bad_input(str(exc))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 
@@ -77,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         result = run_level_sync(
-            args.base_url, args.concurrency, load, on_progress=progress, workers=workers
-        )
+            args.base_url, args.concurrency, load, on_progress=progress, workers=workers,
+            drift=drift,
+        )  # fmt: skip
     except Exception as exc:  # report, so the caller is not left with a bare traceback
         import orjson
 

@@ -39,6 +39,10 @@ output_throughput_cv       sample stdev / mean of output_throughput over passes;
                            pooled over passes) and TTFT/ITL p50/p99 (bootstrap over requests);
                            see specsweep/results/intervals.py
 target_ci_met              whether load.target_ci was reached (None without a target)
+throughput_drift           the run's measured drift (relative SD of a pass's throughput
+                           from the server's speed) the throughput intervals used; None
+                           when none was measured (then the assumed +-1.5% floor)
+throughput_drift_source    "calibrated" or "assumed" (specsweep/results/drift.py)
 status / error             "failed" when nothing completed or error_rate > max; the most
                            common error as "k of n requests: message"
 =========================  ===============================================================
@@ -57,6 +61,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from specsweep.results.drift import ASSUMED, Drift
 from specsweep.results.intervals import (
     NAN,
     Interval,
@@ -197,6 +202,8 @@ class LevelMetrics:
     # ok requests whose chunks did not add up to the server's count (tokens per chunk
     # unknown: their ITL is left out, and no accept length is read from their chunks)
     chunk_tokens_unknown: int = 0
+    throughput_drift: float | None = None  # the measured drift the intervals used (None: none)
+    throughput_drift_source: str | None = None  # calibrated | assumed
 
     @property
     def output_throughput_ci(self) -> Interval:
@@ -255,14 +262,17 @@ def latency_intervals(
 
 
 def _throughput_bounds(
-    passes: Sequence[Sequence[RequestRecord]], concurrency: int
-) -> dict[str, float]:
-    out, req = throughput_intervals(passes, concurrency)
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int, drift: Drift | None
+) -> dict[str, Any]:
+    out, req = throughput_intervals(passes, concurrency, drift)
+    measured = drift is not None and drift.measured
     return {
         "output_throughput_lo": out.lo,
         "output_throughput_hi": out.hi,
         "request_throughput_lo": req.lo,
         "request_throughput_hi": req.hi,
+        "throughput_drift": drift.sd if drift is not None and measured else None,
+        "throughput_drift_source": drift.source if drift is not None and measured else ASSUMED,
     }
 
 
@@ -292,9 +302,13 @@ def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> flo
 
 
 def compute_pass_metrics(
-    records: Sequence[RequestRecord], concurrency: int, max_error_rate: float
+    records: Sequence[RequestRecord],
+    concurrency: int,
+    max_error_rate: float,
+    drift: Drift | None = None,
 ) -> LevelMetrics:
-    """Summarise one measured pass; failed requests count towards the error rate only."""
+    """Summarise one measured pass; failed requests count towards the error rate only.
+    ``drift``: the run's measured drift for the throughput intervals (None: assumed)."""
     done = [r for r in records if r.ok]
     failed = len(records) - len(done)
     error_rate = failed / len(records) if records else 0.0
@@ -342,7 +356,7 @@ def compute_pass_metrics(
         output_throughput_cv=NAN,
         status=status,
         error=_error_summary(records),
-        **_throughput_bounds([records], concurrency),
+        **_throughput_bounds([records], concurrency, drift),
         **latency_intervals(done, latency),
         chunk_tokens_unknown=sum(not r.chunk_tokens_known for r in done),
     )
@@ -367,11 +381,14 @@ def combine_passes(
     records: Sequence[RequestRecord],
     concurrency: int,
     max_error_rate: float,
+    drift: Drift | None = None,
 ) -> LevelMetrics:
     """The level's summary over its passes (see the module docstring for the rules)."""
     if len(passes) <= 1:
-        return passes[0] if passes else compute_pass_metrics(records, concurrency, max_error_rate)
-    pooled = compute_pass_metrics(records, concurrency, max_error_rate)
+        if passes:
+            return passes[0]
+        return compute_pass_metrics(records, concurrency, max_error_rate, drift)
+    pooled = compute_pass_metrics(records, concurrency, max_error_rate, drift)
     return replace(
         pooled,
         duration_s=math.fsum(p.duration_s for p in passes),
@@ -383,7 +400,7 @@ def combine_passes(
         steady_window_s=math.fsum(p.steady_window_s for p in passes),
         repeats=len(passes),
         output_throughput_cv=throughput_cv(passes),
-        **_throughput_bounds(split_passes(records), concurrency),
+        **_throughput_bounds(split_passes(records), concurrency, drift),
     )
 
 
@@ -396,10 +413,14 @@ def split_passes(records: Sequence[RequestRecord]) -> list[list[RequestRecord]]:
 
 
 def compute_level_metrics(
-    records: Sequence[RequestRecord], concurrency: int, max_error_rate: float
+    records: Sequence[RequestRecord],
+    concurrency: int,
+    max_error_rate: float,
+    drift: Drift | None = None,
 ) -> LevelMetrics:
     """Summarise one level from its stored records, whatever number of passes they hold."""
     passes = [
-        compute_pass_metrics(group, concurrency, max_error_rate) for group in split_passes(records)
+        compute_pass_metrics(group, concurrency, max_error_rate, drift)
+        for group in split_passes(records)
     ]
-    return combine_passes(passes, records, concurrency, max_error_rate)
+    return combine_passes(passes, records, concurrency, max_error_rate, drift)

@@ -47,6 +47,7 @@ from specsweep.loadgen.metrics import (
 )
 from specsweep.loadgen.payloads import RequestFactory, discover_model
 from specsweep.loadgen.streams import LocalRunner, PassRunner, gc_paused, new_event_loop
+from specsweep.results.drift import Drift
 from specsweep.results.intervals import throughput_intervals
 
 logger = logging.getLogger(__name__)
@@ -92,10 +93,11 @@ def _more_passes(
     load: LoadSpec,
     concurrency: int,
     elapsed_s: float,
+    drift: Drift | None = None,
 ) -> bool:
     """Whether target_cv or target_ci asks for another pass after these."""
     if load.target_ci is not None:
-        if _ci_met(records, load, concurrency) is not False:
+        if _ci_met(records, load, concurrency, drift) is not False:
             return False
         more = (len(passes) + 1) * load.num_requests(concurrency)
         return elapsed_s < load.max_level_s and more <= load.max_requests_at(concurrency)
@@ -107,11 +109,13 @@ def _more_passes(
     return math.isfinite(cv) and cv > load.target_cv
 
 
-def _ci_met(records: Sequence[RequestRecord], load: LoadSpec, concurrency: int) -> bool | None:
+def _ci_met(
+    records: Sequence[RequestRecord], load: LoadSpec, concurrency: int, drift: Drift | None
+) -> bool | None:
     """Whether the pooled interval of output throughput is within load.target_ci."""
     if load.target_ci is None:
         return None
-    out, _ = throughput_intervals(split_passes(records), concurrency)
+    out, _ = throughput_intervals(split_passes(records), concurrency, drift)
     half = out.rel_halfwidth
     return bool(math.isfinite(half) and half <= load.target_ci)
 
@@ -123,8 +127,12 @@ async def run_level(
     *,
     on_progress: ProgressCallback | None = None,
     workers: int | None = None,
+    drift: Drift | None = None,
 ) -> LevelResult:
-    """Warm up, then measure `load.num_requests(concurrency)` requests per pass."""
+    """Warm up, then measure `load.num_requests(concurrency)` requests per pass.
+
+    ``drift``: the run's measured drift on this target, for the throughput intervals
+    (None: the assumed floor; specsweep/results/intervals.py)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if raised := ensure_open_files(files_for(concurrency)):  # here too: on an SSH target
@@ -171,18 +179,18 @@ async def run_level(
                 got = await runner.run(requests, repeat, progress)
                 gc.collect()  # between passes, where no clock is running
                 records.extend(got)
-                passes.append(compute_pass_metrics(got, concurrency, load.max_error_rate))
+                passes.append(compute_pass_metrics(got, concurrency, load.max_error_rate, drift))
                 elapsed = perf_counter() - perf_origin
                 if len(passes) == planned and _more_passes(
-                    passes, records, load, concurrency, elapsed
+                    passes, records, load, concurrency, elapsed, drift
                 ):
                     planned += 1
             ended_at = datetime.now(UTC)
     finally:
         await runner.aclose()
 
-    metrics = combine_passes(passes, records, concurrency, load.max_error_rate)
-    metrics = replace(metrics, target_ci_met=_ci_met(records, load, concurrency))
+    metrics = combine_passes(passes, records, concurrency, load.max_error_rate, drift)
+    metrics = replace(metrics, target_ci_met=_ci_met(records, load, concurrency, drift))
     _log_level(concurrency, load, metrics, records, asked)
     return LevelResult(
         metrics=metrics,
@@ -259,10 +267,13 @@ def run_level_sync(
     *,
     on_progress: ProgressCallback | None = None,
     workers: int | None = None,
+    drift: Drift | None = None,
 ) -> LevelResult:
     """`run_level` for synchronous callers (Prefect tasks) that have no running loop."""
     return run_on_new_loop(
-        run_level(base_url, concurrency, load, on_progress=on_progress, workers=workers)
+        run_level(
+            base_url, concurrency, load, on_progress=on_progress, workers=workers, drift=drift
+        )
     )
 
 

@@ -19,6 +19,7 @@ import orjson
 from specsweep.errors import WireError
 from specsweep.loadgen.metrics import LevelMetrics, RequestRecord
 from specsweep.loadgen.runner import LevelResult
+from specsweep.results.drift import Drift
 
 # LevelMetrics fields that are plain floats (NaN when undefined), as opposed to
 # `float | None` ones where null means "not reported".
@@ -46,6 +47,20 @@ def result_to_json(result: LevelResult) -> dict[str, Any]:
         "ended_at": result.ended_at.isoformat(),
         "perf_origin": result.perf_origin,
     }
+
+
+def drift_json(drift: Drift) -> str:
+    """The run's drift as the remote load generator's ``--drift`` argument."""
+    return orjson.dumps({"sd": drift.sd, "df": drift.df, "source": drift.source}).decode()
+
+
+def parse_drift(text: str) -> Drift:
+    """The inverse of drift_json; WireError when it is not one."""
+    try:
+        data = orjson.loads(text)
+        return Drift(float(data["sd"]), int(data["df"]), str(data["source"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"not a drift: {exc}: {text[:80]!r}") from None
 
 
 def result_line(result: LevelResult) -> bytes:

@@ -1,23 +1,24 @@
 """95% intervals of a level's numbers from its own requests, one pass or several.
 
-Throughput (output and request): batch means over time slices. A pass's steady
-window (from when the first C requests all have a token to when fewer than C can be
-in flight; the whole pass when that is under a third of it) is cut into equal slices,
-one per wave of C requests (at least ``MIN_SLICES``, at most ``MAX_SLICES``); each
-slice's rate is the tokens (or request-equivalents: a request counts as the share of
-its tokens that arrived) in it over its length. The slices give the spread, scaled to
-the pass's own throughput (the steady window leaves out the first wave's prefill and
-reads 1-2% above the whole pass, which is an unbiased reading of the long-run rate for
-fixed-length requests); the interval is Student's t over them. Consecutive slices
-share batches, so a slice must hold about a wave: requests that ran in one batch
-rise and fall together, and slices shorter than a wave would count them as
-independent (measured: ten slices of a four-wave pass see the waves' prefill dips as
-noise and give intervals three times too wide; one slice per wave is within 1.5x of
-the pass-to-pass spread). Slices of several passes are pooled: a drift between
-passes shows up as spread between their slices. Drift between passes that no pass sees
-from inside (the client machine, clocks, co-tenants) is held at ``DRIFT_FLOOR`` (±1.5%)
-until three passes measure it: from then on the t-interval over the passes' own
-throughputs counts instead.
+Throughput (output and request), two ways, by what the run knows of its drift:
+
+- **Calibrated** (the sweep measured this run's drift on the target, specsweep/results/
+  drift.py): a pass's variance is its yield's (tokens per server step: the requests'
+  speculative acceptance, seen in the pass's own requests, grouped where a lag-1 test
+  finds neighbours correlated) plus the drift (the step rate's pass-to-pass spread, from
+  the calibration's repeated passes, pooled with the level's own passes when it has two
+  or more); the interval is Student's t around the mean of the passes' whole-pass
+  throughputs, its degrees of freedom by Welch-Satterthwaite.
+- **Assumed** (no calibration: a run that skipped it, or ``loadgen`` on its own): batch
+  means over time slices. A pass's steady window (from when the first C requests all
+  have a token to when fewer than C can be in flight; the whole pass when that is under
+  a third of it) is cut into equal slices, one per wave of C requests (at least
+  ``MIN_SLICES``, at most ``MAX_SLICES``); each slice's rate is the tokens (or
+  request-equivalents) in it over its length, scaled to the pass's own throughput, and
+  the interval is Student's t over the slices of all passes. Drift between passes that
+  no pass sees from inside is held at ``DRIFT_FLOOR`` (+-1.5%, measured once on one
+  machine) until three passes measure it: from then on the t-interval over the passes'
+  own throughputs counts instead where wider.
 
 Latency percentiles: a percentile bootstrap over requests (a request's ITLs move
 together, so requests are resampled, not tokens), ``BOOTSTRAP`` resamples from a
@@ -36,21 +37,25 @@ from typing import Protocol
 
 import numpy as np
 
+from specsweep.results.drift import Drift, pass_yield, pooled_drift, satterthwaite
+
 
 class RequestRecord(Protocol):
-    """What of loadgen.metrics.RequestRecord the slices read."""
+    """What of loadgen.metrics.RequestRecord the slices and the yield read."""
 
+    index: int
     start: float
     end: float
     chunk_times: tuple[float, ...]
     chunk_tokens: tuple[int, ...]
     output_tokens: int
+    spec_verify_ct: int | None
 
     @property
     def ok(self) -> bool: ...
 
 
-# Between-pass drift a pass cannot see from inside, until three passes measure it: the
+# Assumed between-pass drift (no calibration), until three passes measure it: the
 # simulator's deterministic baseline on a shared 2-core machine moved 0.6-1.1% (CV) from
 # pass to pass while its slices saw about half that (benchmarks/interval_coverage.py).
 DRIFT_FLOOR = 0.015
@@ -58,7 +63,10 @@ MIN_SLICES, MAX_SLICES = 4, 10  # time slices per pass: one per wave of C reques
 BOOTSTRAP = 400  # resamples for the latency percentiles
 CONFIDENCE = 0.95
 NAN = float("nan")
-METHOD = "t over time slices (one per wave) per pass; latency: bootstrap over requests"
+METHOD = (
+    "calibrated: t over yield + measured drift; assumed: t over time slices (one per wave) "
+    "with a +-1.5% floor; latency: bootstrap over requests"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,18 +232,58 @@ def _pass_slices(
 
 
 def throughput_intervals(
-    passes: Sequence[Sequence[RequestRecord]], concurrency: int
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int, drift: Drift | None = None
 ) -> tuple[Interval, Interval]:
     """(output throughput, request throughput) of these passes: the mean of the passes'
     whole-pass throughputs, with its 95% interval.
 
-    Within a pass: Student's t over the pooled slices of the passes' steady windows, each
-    pass's slices scaled to its own throughput (the steady window reads a little above
-    the whole pass, which holds the first wave's prefill: the slices give the spread, the
-    pass the level). Between passes: drift no pass can see from inside (clocks,
-    co-tenants, the client machine) is at least ``DRIFT_FLOOR`` until three passes
-    measure it; from three passes on, the t-interval over the passes' own throughputs
-    counts instead where wider.
+    ``drift``: this run's measured drift (specsweep/results/drift.py); without one (None
+    or not measured) the slices and the assumed ``DRIFT_FLOOR`` (module docstring).
+    """
+    if drift is not None and drift.measured:
+        return _calibrated_intervals(passes, drift)
+    return _sliced_intervals(passes, concurrency)
+
+
+def _calibrated_intervals(
+    passes: Sequence[Sequence[RequestRecord]], drift: Drift
+) -> tuple[Interval, Interval]:
+    """Student's t of the mean over passes: each pass's yield variance plus the drift
+    (pooled with the passes' own spread from two passes on), Welch-Satterthwaite df."""
+    parts = [
+        y
+        for records in passes
+        if records
+        and (y := pass_yield(records, min(r.start for r in records), max(r.end for r in records)))
+    ]
+    if not parts:
+        return Interval(NAN), Interval(NAN)
+    n = len(parts)
+    known = [p for p in parts if math.isfinite(p.variance)]
+    within = sum(p.variance for p in known) / n**2
+    drift = pooled_drift(drift, parts)
+    spread = drift.sd**2 / n
+    df = satterthwaite([(within, sum(p.groups - 1 for p in known)), (spread, drift.df)])
+    t = t_quantile(max(1, math.floor(df))) if math.isfinite(df) else _Z975
+    rel = t * math.sqrt(within + spread)
+    out = []
+    for value in (
+        float(np.mean([p.output_throughput for p in parts])),
+        float(np.mean([p.request_throughput for p in parts])),
+    ):
+        out.append(Interval(value, value * (1.0 - rel), value * (1.0 + rel)))
+    return out[0], out[1]
+
+
+def _sliced_intervals(
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int
+) -> tuple[Interval, Interval]:
+    """Without a measured drift: Student's t over the pooled slices of the passes' steady
+    windows, each pass's slices scaled to its own throughput (the steady window reads a
+    little above the whole pass, which holds the first wave's prefill: the slices give the
+    spread, the pass the level), at least ``DRIFT_FLOOR`` until three passes measure the
+    drift; from three passes on, the t-interval over the passes' own throughputs counts
+    instead where wider.
     """
     parts = [_pass_slices(records, concurrency) for records in passes]
     parts = [p for p in parts if len(p[0]) and float(p[0].mean()) > 0]

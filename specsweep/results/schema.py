@@ -22,7 +22,11 @@ import pyarrow as pa
 #    where it was read: metadata, sglang.version.__version__, sglang.__version__, config);
 #    levels gained chunk_tokens_unknown (streams whose chunks did not add up to the usage;
 #    their requests rows have null chunk_tokens and max_chunk_tokens).
-SCHEMA_VERSION = 7
+# 8: levels gained throughput_drift and throughput_drift_source: the drift (relative SD a
+#    pass's throughput gets from the server's speed) that this run measured on the target
+#    and the throughput intervals used, and "calibrated" or "assumed" (no calibration: the
+#    +-1.5% floor). Older files read them null: their intervals assumed the floor.
+SCHEMA_VERSION = 8
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -71,6 +75,8 @@ METRIC_FIELDS: list[pa.Field] = [
     # ok requests whose stream did not add up to the server's final usage (tokens per chunk
     # unknown: their ITL is left out, no accept length is read from their chunks); 0: all did
     pa.field("chunk_tokens_unknown", pa.int32()),
+    pa.field("throughput_drift", pa.float64()),
+    pa.field("throughput_drift_source", pa.string()),
 ]
 
 LEVELS_SCHEMA = pa.schema(

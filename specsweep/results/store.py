@@ -10,6 +10,7 @@ A run with several load shapes names each cell's files ``<variant>__<shape>__c<c
 above, so runs written before shapes existed resume as they are.
     runs/<run_id>.parquet                                          one row
     phases/<run_id>/<variant>@<target>.json                        phase timings
+    drift/<run_id>/<target>.json                                   the target's drift calibration
     predictions/<run_id>/<stage>[-<variant>]@<target>.parquet      a search's predictions
 
 The target (host) is part of every measurement's name: in a fleet the same
@@ -255,6 +256,21 @@ class ResultsStore:
         for variant, _, _ in files:
             count[variant] = count.get(variant, 0) + 1
         return {(v if count[v] == 1 or t is None else f"{v}@{t}"): phases for v, t, phases in files}
+
+    # --- the drift calibration: one per (run, target), before its first level -------
+    def write_drift(self, run_id: str, target: str, calibration: dict[str, Any]) -> Path | str:
+        """The target's drift calibration in this run (loadgen.calibration): every later
+        level of the run on that target reads it, a resumed run does not measure it again."""
+        rel = f"drift/{run_id}/{target_slug(target)}.json"
+        return self.location.write(rel, json.dumps(calibration).encode())
+
+    def read_drift(self, run_id: str, target: str) -> dict[str, Any] | None:
+        """The target's drift calibration in this run; None when none was measured."""
+        rel = f"drift/{run_id}/{target_slug(target)}.json"
+        if not self.location.exists(rel):
+            return None
+        data: dict[str, Any] = json.loads(self.location.read_bytes(self.location.path(rel)))
+        return data
 
     # --- a search's predictions (kept apart from every measurement) ----------------
     def _predictions_rel(self, run_id: str, target: str, variant: str | None) -> str:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from specsweep.config.command import LaunchCommand
     from specsweep.config.versions import SglangVersion
     from specsweep.loadgen.runner import LevelResult
+    from specsweep.results.drift import Drift
     from specsweep.targets.cleanup import CleanupReport
     from specsweep.targets.handle import ServerHandle
     from specsweep.targets.health import Readiness, ReadyReport
@@ -55,6 +56,7 @@ class Host(Protocol):
         concurrency: int,
         load: LoadSpec,
         on_progress: LevelProgress | None,
+        drift: Drift | None = None,
     ) -> LevelResult: ...
 
     def stop(

@@ -17,6 +17,7 @@ from specsweep.config.command import LaunchCommand
 from specsweep.config.versions import SglangVersion
 from specsweep.errors import ConfigError
 from specsweep.loadgen.runner import LevelResult, run_level_sync
+from specsweep.results.drift import Drift
 from specsweep.targets import process
 from specsweep.targets.cleanup import CleanupReport, kill_stale
 from specsweep.targets.gpus import gpus_from_env
@@ -152,8 +153,11 @@ class LocalHost:
         concurrency: int,
         load: LoadSpec,
         on_progress: LevelProgress | None = None,
+        drift: Drift | None = None,
     ) -> LevelResult:
-        return run_level_sync(server.base_url, concurrency, load, on_progress=on_progress)
+        return run_level_sync(
+            server.base_url, concurrency, load, on_progress=on_progress, drift=drift
+        )
 
     def stop(
         self,

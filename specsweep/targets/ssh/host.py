@@ -24,7 +24,8 @@ from specsweep.config.command import LaunchCommand
 from specsweep.config.versions import SglangVersion
 from specsweep.errors import RemoteError
 from specsweep.loadgen.runner import LevelResult, run_level_sync
-from specsweep.loadgen.wire import parse_result_line
+from specsweep.loadgen.wire import drift_json, parse_result_line
+from specsweep.results.drift import Drift
 from specsweep.targets import wire
 from specsweep.targets.cleanup import CleanupReport
 from specsweep.targets.handle import ServerHandle
@@ -144,10 +145,11 @@ class SshHost(SshSession):
         concurrency: int,
         load: LoadSpec,
         on_progress: LevelProgress | None = None,
+        drift: Drift | None = None,
     ) -> LevelResult:
         if self.target.drive_from == "orchestrator":
             url = self.orchestrator_url(server)
-            return run_level_sync(url, concurrency, load, on_progress=on_progress)
+            return run_level_sync(url, concurrency, load, on_progress=on_progress, drift=drift)
         if load.dataset is not None:
             load = load.model_copy(update={"dataset": Path(self._put_dataset(load.dataset))})
         result: list[dict[str, Any]] = []
@@ -161,6 +163,8 @@ class SshHost(SshSession):
 
         args = ["-m", "specsweep.loadgen", "--base-url", server.base_url]
         args += ["--concurrency", str(concurrency), "--load", load.model_dump_json()]
+        if drift is not None:
+            args += ["--drift", drift_json(drift)]
         limit = level_timeout_s(load, concurrency)
         self._python(args, limit, handle, retry=True, what=f"load generator c={concurrency}")
         if not result or result[0].get("event") != "result":

@@ -64,11 +64,24 @@ def test_cli_runs_a_level_and_the_result_rebuilds(tmp_path: Path) -> None:
         ["--concurrency", "two"],
         ["--concurrency", "2", "--load-file", "/nonexistent/load.json"],
         ["--concurrency", "2", "--load", "{}", "--load-file", "x.json"],
+        ["--concurrency", "2", "--drift", '{"sd": 0.01}'],
     ],
 )
 def test_bad_input_exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--base-url", "http://127.0.0.1:9", *args]) == 2
     assert capsys.readouterr().out == ""
+
+
+def test_the_runs_drift_reaches_a_remote_load_generator() -> None:
+    drift = '{"sd": 0.01, "df": 7, "source": "calibrated"}'
+    load = json.dumps({"input_len": 8, "output_len": 4, "requests_per_level": 4})
+    with stub_process("--itl-ms", "1") as url:
+        out = loadgen("--base-url", url, "--concurrency", "2", "--load", load, "--drift", drift)
+    assert out.returncode == 0, out.stderr
+    metrics = parse_result_line(out.stdout.splitlines()[-1]).metrics
+    assert metrics.throughput_drift == 0.01 and metrics.throughput_drift_source == "calibrated"
+    # one token per step: the interval is the drift's alone, t with 7 degrees of freedom
+    assert metrics.output_throughput_ci.rel_halfwidth == pytest.approx(2.365 * 0.01)
 
 
 def test_cli_bad_url_exits_2() -> None:

@@ -3,13 +3,16 @@ the time, no more narrowly and not absurdly wide."""
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
 import pytest
 
 from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics, compute_pass_metrics
+from specsweep.results.drift import Drift, drift_from_passes, pass_yield
 from specsweep.results.intervals import (
+    DRIFT_FLOOR,
     Interval,
     mean_interval,
     percentile_intervals,
@@ -128,3 +131,103 @@ def test_percentiles_resample_requests_not_tokens():
     groups = [[5.0] * 200, [9.0] * 200]
     [(lo, hi)] = percentile_intervals(groups, (50,), [7.0])
     assert lo == 5.0 and hi == 9.0
+
+
+# --- calibrated intervals: the yield of each pass plus the run's measured drift ----------
+
+
+def speculative_pass(rng: np.random.Generator, c: int, n: int, drift_sd: float, tokens: int = 32):
+    """Records of a closed loop of c streams on a speculative server: request i needs its
+    own number of steps (acceptance), every step lasts 10 ms times the pass's speed (a
+    drift that hits the whole pass alike), and a freed stream sends the next request."""
+    speed = 1.0 + rng.normal(0.0, drift_sd)
+    free = [(0.0, k) for k in range(c)]
+    heapq.heapify(free)
+    records = []
+    for i in range(n):
+        t, k = heapq.heappop(free)
+        steps = int(rng.binomial(tokens, 0.35)) + 4
+        times = tuple(t + 0.01 * speed * (j + 1) for j in range(steps))
+        chunk = [tokens // steps] * steps
+        for j in range(tokens - sum(chunk)):
+            chunk[j] += 1
+        records.append(
+            RequestRecord(
+                i, t, times[-1], times, tuple(chunk), 16, tokens, "length", steps, None, None
+            )
+        )
+        heapq.heappush(free, (times[-1], k))
+    return records
+
+
+def _headline(records) -> float:
+    span = max(r.end for r in records) - min(r.start for r in records)
+    return sum(r.output_tokens for r in records) / span
+
+
+def _calibration(rng, c, n, drift_sd, passes=8) -> Drift:
+    parts = []
+    for _ in range(passes):
+        records = speculative_pass(rng, c, n, drift_sd)
+        parts.append(pass_yield(records, min(r.start for r in records), _end(records)))
+    return drift_from_passes(parts)
+
+
+def _end(records) -> float:
+    return max(r.end for r in records)
+
+
+@pytest.mark.parametrize(("c", "n", "drift_sd"), [(1, 8, 0.01), (4, 16, 0.01), (16, 64, 0.005)])
+def test_calibrated_intervals_cover_the_long_run_rate_and_are_not_too_wide(c, n, drift_sd):
+    """Each pass's interval with a drift calibrated from 8 other passes (as the sweep does):
+    about 95% coverage, and a median half-width within 1.3x of what the passes' own spread
+    needs (1.96 x CV), the criteria benchmarks/interval_coverage.py holds the simulator to."""
+    rng = np.random.default_rng(c)
+    truth_passes = np.array([_headline(speculative_pass(rng, c, n, drift_sd)) for _ in range(1500)])
+    truth, cv = truth_passes.mean(), truth_passes.std(ddof=1) / truth_passes.mean()
+    drifts = [_calibration(rng, c, n, drift_sd) for _ in range(40)]
+    hits, ratios = 0, []
+    for k in range(240):
+        out, req = throughput_intervals([speculative_pass(rng, c, n, drift_sd)], c, drifts[k % 40])
+        hits += out.lo <= truth <= out.hi
+        ratios.append(out.rel_halfwidth / (1.96 * cv))
+        assert req.rel_halfwidth == pytest.approx(out.rel_halfwidth)
+    assert 0.91 <= hits / 240 <= 0.99
+    assert np.median(ratios) <= 1.3
+
+
+def test_a_deterministic_pass_gets_exactly_the_calibrated_drift():
+    """A baseline's requests all take one step per token: no yield variance, and the
+    interval is the drift's, with the calibration's 7 degrees of freedom (t = 2.365)."""
+    records = closed_loop(4, 4, np.random.default_rng(9))
+    out, _ = throughput_intervals([records], 4, Drift(0.01, 7, "calibrated"))
+    assert out.value == pytest.approx(_headline(records))
+    assert out.rel_halfwidth == pytest.approx(2.365 * 0.01)
+
+
+def test_without_a_measured_drift_the_assumed_floor_and_the_slices_hold():
+    records = closed_loop(4, 4, np.random.default_rng(9))
+    assumed = throughput_intervals([records], 4)
+    assert throughput_intervals([records], 4, Drift(0.0075)) == assumed  # df 0: an assumption
+    assert assumed[0].rel_halfwidth >= DRIFT_FLOOR - 1e-12
+
+
+def test_a_level_row_says_which_drift_its_intervals_used():
+    records = closed_loop(4, 4, np.random.default_rng(5))
+    calibrated = compute_level_metrics(records, 4, 0.05, Drift(0.004, 7, "calibrated"))
+    assert calibrated.throughput_drift == 0.004
+    assert calibrated.throughput_drift_source == "calibrated"
+    assumed = compute_level_metrics(records, 4, 0.05)
+    assert assumed.throughput_drift is None and assumed.throughput_drift_source == "assumed"
+
+
+def test_a_levels_passes_update_the_calibrated_drift():
+    """Passes that spread far more than the calibration said widen the interval: the
+    level's own spread is pooled with the calibration's by degrees of freedom."""
+    rng = np.random.default_rng(6)
+    quiet = [_as_repeat(speculative_pass(rng, 4, 16, 0.0), k) for k in range(4)]
+    noisy = [_as_repeat(speculative_pass(rng, 4, 16, 0.2), k) for k in range(4)]
+    drift = Drift(0.002, 7, "calibrated")
+    q = compute_level_metrics([r for p in quiet for r in p], 4, 0.05, drift)
+    n = compute_level_metrics([r for p in noisy for r in p], 4, 0.05, drift)
+    assert n.output_throughput_ci.rel_halfwidth > 2 * q.output_throughput_ci.rel_halfwidth

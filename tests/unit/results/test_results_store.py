@@ -139,6 +139,26 @@ def test_files_from_before_a_column_existed_still_read(tmp_path):
     assert df.loc[0, "completed"] == 4
 
 
+def test_a_schema_6_level_reads_its_drift_as_null(tmp_path):
+    store = ResultsStore(tmp_path)
+    path = store.write_level(row_for(Variant(), 2))
+    assert store.read_levels("r1").loc[0, "throughput_drift_source"] == "assumed"
+    old = pq.read_table(path).drop_columns(["throughput_drift", "throughput_drift_source"])
+    pq.write_table(old, path)  # as schema 6 wrote it: intervals with the +-1.5% floor
+    df = store.read_levels("r1")
+    assert pd.isna(df.loc[0, "throughput_drift"]) and pd.isna(df.loc[0, "throughput_drift_source"])
+
+
+def test_the_drift_calibration_is_kept_per_run_and_host(tmp_path):
+    store = ResultsStore(tmp_path)
+    assert store.read_drift("r1", "gpu-a") is None
+    store.write_drift("r1", "gpu-a", {"drift": 0.004, "df": 7})
+    store.write_drift("r1", "gpu/b", {"drift": 0.009, "df": 7})
+    assert store.read_drift("r1", "gpu-a") == {"drift": 0.004, "df": 7}
+    assert store.read_drift("r1", "gpu/b") == {"drift": 0.009, "df": 7}
+    assert store.read_drift("r2", "gpu-a") is None
+
+
 def test_local_files_are_0644_and_a_failed_rename_leaves_nothing(tmp_path, monkeypatch):
     store = ResultsStore(tmp_path)
     written = [

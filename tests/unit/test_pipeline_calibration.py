@@ -1,0 +1,105 @@
+"""VariantServer's drift calibration: the first ready server of a run measures it once per
+target, stores it, and every level of every later server of the run uses it (no server is
+started here: a host that answers levels from hand-made passes stands in)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from specsweep.config.file import parse_config
+from specsweep.config.plan import sweep_variants
+from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics
+from specsweep.loadgen.runner import LevelResult
+from specsweep.pipeline import ServerState, VariantServer
+from specsweep.results.drift import Drift
+from specsweep.results.rows import RunContext
+from specsweep.targets.server_facts import ServerFacts
+from tests.conftest import sim_config_data
+
+
+class LevelHost:
+    """Answers run_level with `passes` passes of four sequential 8-token requests, the k-th
+    pass lasting durations[k % len] seconds per request; records what it was asked."""
+
+    def __init__(self, durations: list[float], ok: bool = True) -> None:
+        self.durations = durations
+        self.ok = ok
+        self.calls: list[dict[str, Any]] = []
+
+    def run_level(self, server, concurrency, load, on_progress=None, drift=None) -> LevelResult:
+        self.calls.append({"concurrency": concurrency, "repeats": load.repeats, "drift": drift})
+        records = []
+        for k in range(load.repeats):
+            d = self.durations[k % len(self.durations)]
+            for i in range(4):
+                t0 = 10.0 * k + i * d
+                times = tuple(t0 + d * (j + 1) / 8 for j in range(8))
+                error = None if self.ok else "HTTP 500: down"
+                records.append(
+                    RequestRecord(
+                        i, t0, times[-1], times, (1,) * 8, 8, 8, "length", None, None, error, k
+                    )
+                )
+        now = datetime.now(UTC)
+        metrics = compute_level_metrics(records, concurrency, 0.05, drift)
+        return LevelResult(metrics, tuple(records), now, now, perf_origin=0.0)
+
+
+def _servers(tmp_path, host: LevelHost, **load: Any) -> tuple[VariantServer, VariantServer]:
+    """The run's baseline and its speculative variant, both on `host`, ready."""
+    config = parse_config(sim_config_data(tmp_path, 1, load={"concurrency": [1, 4, 16], **load}))
+    ctx = RunContext("r1", "step_sweep", "test", "test-host")
+    out = []
+    for variant in sweep_variants(config):
+        server = VariantServer.for_variant(config, variant, ctx)
+        server.host = host  # type: ignore[assignment]
+        server.state = ServerState.READY
+        server.facts = ServerFacts("0.0-sim", True)
+        out.append(server)
+    return out[0], out[1]
+
+
+def test_the_first_server_calibrates_and_every_later_level_uses_it(tmp_path):
+    host = LevelHost([1.00, 1.02, 0.98, 1.01])
+    baseline, spec = _servers(tmp_path, host)
+    assert baseline.needs_calibration and spec.needs_calibration
+    cal = baseline.calibrate_drift()
+    assert cal is not None and cal.df == 7 and cal.drift > 0.005
+    assert host.calls[0] == {"concurrency": 4, "repeats": 8, "drift": None}
+    assert "calibration_s" in baseline.phases.seconds
+    row = baseline.benchmark_level(1)
+    assert host.calls[-1]["drift"] == Drift(cal.drift, 7, "calibrated")
+    assert row["throughput_drift"] == cal.drift and row["throughput_drift_source"] == "calibrated"
+    # a server built later in the run (the next variant, or a resumed run) reads it back
+    later = VariantServer.for_variant(_config(tmp_path), spec.variant, spec.ctx)
+    assert not later.needs_calibration and later.calibration == cal
+
+
+def _config(tmp_path):
+    return parse_config(sim_config_data(tmp_path, 1, load={"concurrency": [1, 4, 16]}))
+
+
+def test_a_failed_calibration_leaves_the_levels_on_the_assumed_floor(tmp_path, caplog):
+    host = LevelHost([1.0], ok=False)
+    baseline, spec = _servers(tmp_path, host)
+    assert baseline.calibrate_drift() is None
+    assert "drift calibration at c=4 failed" in caplog.text
+    assert baseline.needs_calibration and spec.needs_calibration  # the next server tries
+    assert baseline.store.read_drift("r1", "test-host") is None
+
+
+def test_a_load_that_skips_the_calibration_never_needs_one(tmp_path):
+    baseline, _ = _servers(tmp_path, LevelHost([1.0]), calibrate_drift=False)
+    assert not baseline.needs_calibration
+    row = baseline.benchmark_level(4)
+    assert row["throughput_drift"] is None and row["throughput_drift_source"] == "assumed"
+
+
+def test_calibrating_needs_a_ready_server(tmp_path):
+    baseline, _ = _servers(tmp_path, LevelHost([1.0]))
+    baseline.state = ServerState.LAUNCHED
+    with pytest.raises(RuntimeError, match="calibrate-drift needs the server ready"):
+        baseline.calibrate_drift()
