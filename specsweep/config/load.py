@@ -134,7 +134,7 @@ class LoadSpec(_Model):
         "passes' worth.",
     )
     decide_budget_s: float = Field(
-        60.0,
+        20.0,
         ge=0,
         description="Server seconds the whole run may spend measuring more while a "
         "variant's server is up, where a level's decision is still open (a config leads "
