@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_type_hints
 from uuid import UUID
 
 from prefect import Flow, deploy, serve
@@ -38,6 +39,7 @@ from flows.step_sweep import step_sweep, step_sweep_run_name
 from flows.target_lock import LOCK_PREFIX, TARGET_SLOTS, ensure_target_limit, target_lock_name
 from flows.topk_sweep import topk_sweep, topk_sweep_run_name
 from specsweep.config import SweepConfig
+from specsweep.config.forms import SweepForm
 from specsweep.config.schedule import NightlySchedule
 
 DEFAULT_POOL = "specsweep"
@@ -104,6 +106,22 @@ def describe(entry: DeploymentEntry, config: SweepConfig | None, schedule: Night
     )
 
 
+def form_of(flow: Flow) -> type[SweepForm]:
+    """The run form of a flow: the type of its `config` parameter."""
+    return get_type_hints(flow.fn)["config"]
+
+
+def run_id_first(deployment: RunnerDeployment) -> RunnerDeployment:
+    """The UI shows parameters by their schema's position: run_id first (what a custom run
+    sets most often, and the form's config is long), then the flow's own order. The flows
+    keep `config` first so that `step_sweep(config)` still binds it."""
+    properties = deployment._parameter_openapi_schema.properties  # no public setter
+    order = sorted(properties, key=lambda k: (k != "run_id", properties[k].get("position", 0)))
+    for position, name in enumerate(order):
+        properties[name]["position"] = position
+    return deployment
+
+
 def runner_deployments(
     config: SweepConfig | None = None,
     schedule: NightlySchedule | None = None,
@@ -113,33 +131,42 @@ def runner_deployments(
     """One deployment per entry; `config` fills the UI form and the nightly runs.
 
     Without a config the nightly schedule is registered paused: a scheduled run
-    would have no configuration to run.
+    would have no configuration to run. Each form holds only what its flow reads
+    (specsweep/config/forms.py). The API does not check parameters against the form's
+    schema: `prefect deployment run --param config=...` may give the config file's shape
+    too, and the flow validates either with SweepConfig's rules when the run starts.
     """
     schedule = schedule or NightlySchedule()
-    parameters = {"config": config.model_dump(mode="json")} if config is not None else {}
+
+    def parameters(entry: DeploymentEntry) -> dict[str, object]:
+        return {"config": form_of(entry.flow).values_of(config)} if config is not None else {}
+
     return [
-        e.flow.to_deployment(
-            name=e.name,
-            description=describe(e, config, schedule),
-            tags=list(e.tags),
-            parameters=parameters,
-            schedules=(
-                [
-                    Cron(
-                        schedule.cron,
-                        timezone=schedule.timezone,
-                        active=config is not None,
-                        slug=schedule.describe(),  # the UI's label for the schedule
-                    )
-                ]
-                if e.nightly
-                else None
-            ),
-            concurrency_limit=RUN_LIMIT,
-            # Runs import flows.<module> from the installed package: no code storage, and
-            # a worker or `serve` may start in any directory.
-            entrypoint_type=EntrypointType.MODULE_PATH,
-            job_variables=job_variables,
+        run_id_first(
+            e.flow.to_deployment(
+                name=e.name,
+                description=describe(e, config, schedule),
+                tags=list(e.tags),
+                parameters=parameters(e),
+                schedules=(
+                    [
+                        Cron(
+                            schedule.cron,
+                            timezone=schedule.timezone,
+                            active=config is not None,
+                            slug=schedule.describe(),  # the UI's label for the schedule
+                        )
+                    ]
+                    if e.nightly
+                    else None
+                ),
+                concurrency_limit=RUN_LIMIT,
+                # Runs import flows.<module> from the installed package: no code storage, and
+                # a worker or `serve` may start in any directory.
+                entrypoint_type=EntrypointType.MODULE_PATH,
+                job_variables=job_variables,
+                enforce_parameter_schema=False,
+            )
         )
         for e in CATALOGUE
     ]

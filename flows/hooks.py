@@ -19,14 +19,14 @@ from prefect.states import State
 from flows.prefect_secrets import use_prefect_secrets
 from specsweep.config import SweepConfig
 from specsweep.config.fleet import Fleet, config_for_host, current_host
+from specsweep.config.forms import sweep_config
 from specsweep.pipeline import kill_stale_servers
 from specsweep.targets.cleanup import CleanupReport
 from specsweep.targets.gpus import simulated_gpus
 
 
 def _config(flow_run: FlowRun) -> SweepConfig:
-    config = flow_run.parameters.get("config")
-    return config if isinstance(config, SweepConfig) else SweepConfig.model_validate(config)
+    return sweep_config(flow_run.parameters.get("config"))  # the file's shape or a form's
 
 
 def kill_recorded_servers(flow: Flow, flow_run: FlowRun, state: State) -> None:

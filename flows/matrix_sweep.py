@@ -18,6 +18,7 @@ from flows.benchmark_variant import benchmark_variant
 from flows.hooks import STOP_SERVERS_HOOKS
 from flows.run_records import begin_run, finish_run, first_line
 from specsweep.config import SweepConfig, Variant
+from specsweep.config.forms import MatrixSweepForm, sweep_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
 from tasks.policy import export_policy, steps_zero_reference
@@ -111,13 +112,11 @@ def short_list(items: Sequence[object], keep: int = NAME_ITEMS) -> str:
 
 
 def named_config(parameters: Mapping[str, Any]) -> SweepConfig | None:
-    """A run's config parameter, validated; None when missing or invalid: a name must
-    never fail a run (the flow's own parameter check says what is wrong)."""
-    value = parameters.get("config")
-    if isinstance(value, SweepConfig):
-        return value
+    """A run's config parameter (the file's shape or a form's), validated; None when missing
+    or invalid: a name must never fail a run (the flow's own parameter check says what is
+    wrong)."""
     try:
-        return SweepConfig.model_validate(value)
+        return sweep_config(parameters.get("config"))
     except (ValueError, TypeError, SpecsweepError):
         return None
 
@@ -211,15 +210,17 @@ def _run_name() -> str:
 
 @flow(name="matrix-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def matrix_sweep(
-    config: SweepConfig, run_id: str | None = None, force: bool = False, publish: bool = True
+    config: MatrixSweepForm, run_id: str | None = None, force: bool = False, publish: bool = True
 ) -> dict[str, Any]:
     """Run every variant the config describes (its sweep sections and explicit variants).
 
     Args:
-        config: Target, server, load and the variants to compare; the baseline always runs.
+        config: Target, server, load and the variants to compare (a SweepConfig, its file's
+            mapping or the form's values); the baseline always runs.
         run_id: Resume this run: measured levels are skipped. Empty starts a new run.
         force: Also kill processes on the port or GPUs that are not provably specsweep's.
         publish: Render the report and publish the answer (policy, pivots) as artifacts.
     """
-    variants = sweep_variants(config)  # every rule checked before any launch
-    return run_sweep(config, variants, "matrix-sweep", run_id, force, publish)
+    sweep = config.sweep
+    variants = sweep_variants(sweep)  # every rule checked before any launch
+    return run_sweep(sweep, variants, "matrix-sweep", run_id, force, publish)

@@ -25,7 +25,7 @@ from prefect.runtime import flow_run
 from flows.hooks import STOP_SERVERS_HOOKS
 from flows.matrix_sweep import matrix_sweep, named_config, raw_target
 from specsweep.analysis.params import RegressionPolicy
-from specsweep.config import SweepConfig
+from specsweep.config.forms import MatrixSweepForm
 from specsweep.config.schedule import local_time
 from specsweep.errors import RegressionDetected, SweepFailed
 from specsweep.results.store import ResultsStore, new_run_id
@@ -90,7 +90,7 @@ def _run_name() -> str:
 
 @flow(name="nightly-regression", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def nightly_regression(
-    config: SweepConfig,
+    config: MatrixSweepForm,
     policy: RegressionPolicy = RegressionPolicy(),  # noqa: B008 - frozen, never mutated
     run_id: str | None = None,
     force: bool = False,
@@ -98,7 +98,8 @@ def nightly_regression(
     """Run the sweep, judge every (target, model, variant, level) against its history.
 
     Args:
-        config: The sweep measured each night (target, server, load, variants).
+        config: The sweep measured each night (target, server, load, variants): a
+            SweepConfig, its file's mapping or the form's values.
         policy: When a change counts as a regression (noise threshold, minimum change).
         run_id: Measure into / re-judge this run id; empty derives one from the flow run,
             stable across its retries. An id whose levels are all stored is judged as is.
@@ -111,14 +112,15 @@ def nightly_regression(
     it never fails the run.
     """
     logger = get_run_logger()
+    sweep = config.sweep
     run_id = run_id or nightly_run_id()
     try:
         # published below, on this flow run, with the verdict beside it
         with tags(*(flow_run.get_tags() or [])):  # the sweep and its variants: the night's tags
-            matrix_sweep(config, run_id=run_id, force=force, publish=False)
+            matrix_sweep(sweep, run_id=run_id, force=force, publish=False)
     except SweepFailed as exc:  # judged below: a variant that failed is a verdict of its own
         logger.warning("%s; judging what was measured", exc)
-    report = judge_regression(config.results_dir, run_id, policy)
+    report = judge_regression(sweep.results_dir, run_id, policy)
     result = {
         "run_id": run_id,
         "regressed": report.regressed,
@@ -127,15 +129,15 @@ def nightly_regression(
         "improvements": len(report.improvements),
     }
     try:  # what the numbers decide; its failure must not cost the regression verdict
-        decisions = judge_decisions(config.results_dir, run_id, policy)
+        decisions = judge_decisions(sweep.results_dir, run_id, policy)
         result |= {
             "decisions": decisions.headline(),
             "decision_changes": [d.record() for d in decisions.changed],
         }
     except Exception as exc:  # logged; the verdict above stands
         logger.error("judging the decisions failed: %r; the regression verdict stands", exc)
-    if not ResultsStore(config.results_dir).read_levels(run_id).empty:  # something was measured
-        answer = publish_answer(config.results_dir, run_id)
+    if not ResultsStore(sweep.results_dir).read_levels(run_id).empty:  # something was measured
+        answer = publish_answer(sweep.results_dir, run_id)
         result |= {"policy": answer["policy"], "report_html": answer["report_html"]}
     if report.regressed:
         emit_regression_event(report)

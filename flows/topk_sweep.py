@@ -9,7 +9,7 @@ from prefect.runtime import flow_run
 
 from flows.hooks import STOP_SERVERS_HOOKS
 from flows.matrix_sweep import preset_run_name, run_sweep
-from specsweep.config import SweepConfig
+from specsweep.config.forms import TopkSweepForm
 from specsweep.config.plan import sweep_variants
 
 # What the form asked for, whenever the run was created or started (also the worker's name).
@@ -24,15 +24,16 @@ def _run_name() -> str:
 
 @flow(name="topk-sweep", flow_run_name=_run_name, **STOP_SERVERS_HOOKS)
 def topk_sweep(
-    config: SweepConfig, run_id: str | None = None, force: bool = False
+    config: TopkSweepForm, run_id: str | None = None, force: bool = False
 ) -> dict[str, Any]:
     """Baseline plus one speculative variant per topk, at every concurrency level.
 
     Args:
-        config: Target, server, load and the topk_sweep section (other sweep sections are
-            ignored by this preset).
+        config: Target, server, load and the topk_sweep section: a SweepConfig or its file's
+            mapping (other sweep sections are ignored by this preset) or the form's values.
         run_id: Resume this run: measured levels are skipped. Empty starts a new run.
         force: Also kill processes on the port or GPUs that are not provably specsweep's.
     """
-    variants = sweep_variants(config, "topk-sweep")  # every rule checked before any launch
-    return run_sweep(config, variants, "topk-sweep", run_id, force)
+    sweep = config.sweep
+    variants = sweep_variants(sweep, "topk-sweep")  # every rule checked before any launch
+    return run_sweep(sweep, variants, "topk-sweep", run_id, force)

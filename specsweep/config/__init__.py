@@ -12,6 +12,7 @@ exports them under one name:
     variant   Variant (one server configuration, its stable name)
     load      LoadSpec (the load at each level)
     sweep     StepSweep, TopkSweep, GridSweep, SweepConfig (the whole sweep)
+    forms     a SweepConfig as each sweep flow's UI run form (what that flow reads)
     search    SearchSpec (grid, or an adaptive search with its budget)
     plan      a sweep expanded into its variants, the rules across them
     command   the one place a variant becomes the sglang command line

@@ -27,3 +27,22 @@ def test_nightly_schedule_and_form_defaults_come_from_the_config(sim_config):
     # Without a config a scheduled run would have nothing to run: registered, but paused.
     [bare] = {d.name: d for d in runner_deployments()}["nightly-regression"].schedules
     assert not bare.active
+
+
+def test_each_form_puts_run_id_first_and_holds_only_what_its_flow_reads(sim_config):
+    from flows.step_sweep import step_sweep_run_name
+
+    deployments = {d.name: d for d in runner_deployments(sim_config)}
+    for d in deployments.values():
+        properties = d._parameter_openapi_schema.properties
+        assert min(properties, key=lambda k: properties[k]["position"]) == "run_id"
+        assert d.enforce_parameter_schema is False  # the file's shape is given too (--param)
+    step = deployments["step-sweep"].parameters["config"]
+    assert "step_sweep" in step and not {"topk_sweep", "grid_sweep", "variants"} & set(step)
+    assert "topk_sweep" in deployments["topk-sweep"].parameters["config"]
+    assert "step_sweep" not in deployments["topk-sweep"].parameters["config"]
+    assert {"variants", "grid_sweep"} <= set(deployments["matrix-sweep"].parameters["config"])
+    # a run created from the form's values is named as one from the config file's
+    file_shaped = {"config": sim_config.model_dump(mode="json")}
+    assert step_sweep_run_name({"config": step}) == step_sweep_run_name(file_shaped)
+    assert step_sweep_run_name({"config": step}) == "step-sweep/test-host/steps=2/c=1,4"

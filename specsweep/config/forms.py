@@ -1,0 +1,343 @@
+"""A sweep config as a flow's run form: the sections that flow reads, the target as typed
+fields, seldom-changed settings folded; the config file's format and rules unchanged.
+
+Prefect renders a flow's pydantic parameters as the UI's run form, one row per field
+(110-130 px at 1440 px wide). SweepConfig rendered whole was about 8,800 px tall: every
+sweep section whatever the flow, and its target, a discriminated union, as a raw JSON
+editor. A form here is a view of a SweepConfig:
+
+- the value a flow is given (a SweepConfig, the config file's mapping, or the form's own
+  shape) is validated as a SweepConfig, the one set of rules, then shown in the form's shape;
+- the sweep sections a flow does not read are left out (the step sweep's form has no
+  topk_sweep); given anyway, they are validated and ignored, as the presets always did;
+- the target is one flat model (kind, name, host, workdir; SSH settings in `ssh`);
+- a section's seldom-changed settings sit in an optional group (`server.launch`,
+  `load.sizing`, ...) that the form shows folded, one row, while all of them have their
+  defaults (None); the config file keeps them flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from copy import copy
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    create_model,
+    model_validator,
+)
+from pydantic_core import to_jsonable_python
+
+from specsweep.config.common import _Model
+from specsweep.config.load import LoadSpec
+from specsweep.config.search import SearchSpec
+from specsweep.config.server import ServerSpec
+from specsweep.config.sweep import (
+    GridSweep,
+    PolicyVerification,
+    StepSweep,
+    SweepConfig,
+    TopkSweep,
+)
+from specsweep.config.targets import LocalTarget, SshTarget
+from specsweep.config.variant import Variant
+
+__all__ = [
+    "FOLDS",
+    "MatrixSweepForm",
+    "StepSweepForm",
+    "SweepForm",
+    "TargetForm",
+    "TopkSweepForm",
+    "sweep_config",
+]
+
+
+def _field(model: type[BaseModel], name: str) -> tuple[Any, Any]:
+    """A field of `model` as create_model takes it: type, default, limits, description."""
+    info = model.model_fields[name]
+    return info.annotation, copy(info)
+
+
+def _default(model: type[BaseModel], name: str) -> Any:
+    return to_jsonable_python(model.model_fields[name].get_default(call_default_factory=True))
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A config model shown as its main fields, then one optional group per set of the
+    others; None: every field of the group has its default."""
+
+    source: type[BaseModel]
+    main_names: str  # space-separated field names
+    group_names: Mapping[str, tuple[str, str]]  # group field -> (what it holds, its fields)
+
+    @property
+    def main(self) -> list[str]:
+        return self.main_names.split()
+
+    @property
+    def groups(self) -> dict[str, tuple[str, list[str]]]:
+        return {g: (what, names.split()) for g, (what, names) in self.group_names.items()}
+
+    def model(self, name: str) -> type[_Model]:
+        fields: dict[str, Any] = {f: _field(self.source, f) for f in self.main}
+        for group, (what, names) in self.groups.items():
+            part = create_model(  # type: ignore[call-overload]
+                f"{name}{group.title()}",
+                __base__=_Model,
+                __doc__=what,
+                **{f: _field(self.source, f) for f in names},
+            )
+            fields[group] = (part | None, Field(None, description=f"{what} Empty: defaults."))
+        return create_model(  # type: ignore[call-overload]
+            name, __base__=_Model, __doc__=self.source.__doc__, **fields
+        )
+
+    def split(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+        """The config file's section (every field given) in the form's shape."""
+        out = {f: flat[f] for f in self.main if f in flat}
+        for group, (_, names) in self.groups.items():
+            given = {f: flat[f] for f in names if f in flat}
+            changed = any(v != _default(self.source, f) for f, v in given.items())
+            out[group] = given if changed else None
+        return out
+
+    def join(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The form's shape back to the config file's (a flat mapping is left as it is)."""
+        out = {k: v for k, v in data.items() if k not in self.groups}
+        for group in self.groups:
+            out.update(data.get(group) or {})
+        return out
+
+
+SERVER = Fold(
+    ServerSpec,
+    "backend python model_path port tp max_running_requests startup_timeout_s env extra_args",
+    {
+        "launch": (
+            "The server process: bind address, argv prefix, context length, start attempts, "
+            "stop grace.",
+            "host launch_prefix context_length start_attempts stop_grace_s",
+        ),
+    },
+)
+LOAD = Fold(
+    LoadSpec,
+    "concurrency input_len output_len prompts requests_per_stream min_requests",
+    {
+        "sizing": (
+            "Requests per level, warmup, timeouts, the error budget, the seed and further "
+            "load shapes.",
+            "requests_per_level warmup_requests request_timeout_s max_error_rate seed shapes",
+        ),
+        "text": (
+            "Text prompts: your own dataset, its format, prompt length, the endpoint.",
+            "dataset dataset_format prompt_length endpoint",
+        ),
+        "precision": (
+            "Repeated passes per level, or measuring until an interval is narrow enough.",
+            "repeats target_cv max_repeats target_ci max_level_s max_requests",
+        ),
+    },
+)
+_SWEEP_MAIN = "algorithm draft_model_path num_steps topk"
+STEP = Fold(
+    StepSweep,
+    _SWEEP_MAIN,
+    {
+        "tuning": (
+            "Draft tokens, spec v2, environment, sglang flags.",
+            "num_draft_tokens spec_v2 env extra_args",
+        )
+    },
+)
+TOPK = Fold(
+    TopkSweep,
+    _SWEEP_MAIN,
+    {
+        "tuning": (
+            "Draft tokens per topk and their cap, spec v2 at topk 1, environment, sglang flags.",
+            "num_draft_tokens max_draft_tokens spec_v2_topk1 env extra_args",
+        )
+    },
+)
+GRID = Fold(
+    GridSweep,
+    _SWEEP_MAIN,
+    {"tuning": ("Draft token cap, environment, sglang flags.", "max_draft_tokens env extra_args")},
+)
+FOLDS: dict[str, Fold] = {
+    "server": SERVER, "load": LOAD, "step_sweep": STEP, "topk_sweep": TOPK, "grid_sweep": GRID,
+}  # fmt: skip
+
+# --- the target: one flat model for both kinds ----------------------------------------
+
+_TARGET_MAIN = ("kind", "name", "host", "workdir", "tolerate_foreign_gpu")
+SshOptions = create_model(  # type: ignore[call-overload]
+    "SshOptions",
+    __base__=_Model,
+    __doc__="How to reach an SSH target: port, user, keys, host key check, timeouts.",
+    **{f: _field(SshTarget, f) for f in SshTarget.model_fields if f not in _TARGET_MAIN},
+)
+
+
+class TargetForm(_Model):
+    """Where servers run: this machine, or a GPU host over SSH."""
+
+    kind: Literal["local", "ssh"] = Field("local", description="local: this machine; ssh: host.")
+    name: str = Field("local", min_length=1, description="Label recorded with every result.")
+    host: str | None = Field(None, description="ssh: host name or address of the GPU host.")
+    workdir: str = Field(
+        ".specsweep", min_length=1, description="Logs and launch record (ssh: in the remote home)."
+    )
+    tolerate_foreign_gpu: bool = _field(LocalTarget, "tolerate_foreign_gpu")[1]
+    ssh: SshOptions | None = Field(  # type: ignore[valid-type]
+        None, description="ssh: port, user, keys, host key check, timeouts. Empty: defaults."
+    )
+
+    @staticmethod
+    def split(flat: Mapping[str, Any]) -> dict[str, Any]:
+        out = {f: flat[f] for f in _TARGET_MAIN if f in flat}
+        rest = {f: v for f, v in flat.items() if f not in _TARGET_MAIN}
+        changed = any(v != _default(SshTarget, f) for f, v in rest.items())
+        return {**out, "ssh": rest if changed else None}
+
+    @staticmethod
+    def join(data: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in data.items() if k != "ssh" and not (k == "host" and v is None)}
+        return {**out, **(data.get("ssh") or {})}
+
+
+# --- the forms --------------------------------------------------------------------------
+
+
+def _join(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A form-shaped (or already flat) mapping in the config file's shape."""
+    out = dict(data)
+    if isinstance(out.get("target"), Mapping):
+        out["target"] = TargetForm.join(out["target"])
+    for section, fold in FOLDS.items():
+        if isinstance(out.get(section), Mapping):
+            out[section] = fold.join(out[section])
+    if out.get("search", "") is None:
+        del out["search"]  # the form's empty search: the default grid
+    return out
+
+
+def sweep_config(value: object) -> SweepConfig:
+    """The SweepConfig of a flow's `config`: a SweepConfig, a form, or a mapping in the
+    config file's shape or a form's. Validated by SweepConfig's rules, nothing else."""
+    if isinstance(value, SweepConfig):
+        return value
+    if isinstance(value, SweepForm):
+        return value.sweep
+    if isinstance(value, Mapping):
+        return SweepConfig.model_validate(_join(value))
+    return SweepConfig.model_validate(value)  # its error says what it expected
+
+
+_DEFAULT_SEARCH = SearchSpec().model_dump(mode="json")
+
+
+class SweepForm(_Model):
+    """Base of the forms: what every sweep flow reads, in the order the form shows it.
+    Subclasses add their sweep sections; `SECTIONS` names them."""
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ()
+    _sweep: SweepConfig = PrivateAttr()
+
+    @property
+    def sweep(self) -> SweepConfig:
+        """The validated config: what the flow runs."""
+        return self._sweep
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _via_sweep_config(cls, value: Any, handler: ModelWrapValidatorHandler[SweepForm]) -> Any:
+        if isinstance(value, cls):
+            return value
+        config = sweep_config(value)
+        form = handler(cls.values_of(config))
+        form._sweep = config
+        return form
+
+    @classmethod
+    def values_of(cls, config: SweepConfig) -> dict[str, Any]:
+        """The form's values for a config (a deployment's defaults): JSON types."""
+        data = config.model_dump(mode="json")
+        out: dict[str, Any] = {"name": data["name"], "target": TargetForm.split(data["target"])}
+        for key in ("server", "load", *cls.SECTIONS):
+            fold, value = FOLDS.get(key), data[key]
+            out[key] = fold.split(value) if fold is not None and value is not None else value
+        search = None if data["search"] == _DEFAULT_SEARCH else data["search"]
+        return {
+            **out,
+            "verify_policy": data["verify_policy"],
+            "search": search,
+            "results_dir": data["results_dir"],
+            "stop_on_failure": data["stop_on_failure"],
+        }
+
+
+def _form(name: str, doc: str, sections: dict[str, Any]) -> type[SweepForm]:
+    """A form with SweepConfig's fields in the form's order, `sections` after the load."""
+    own = SweepConfig.model_fields
+    load = LOAD.model("LoadSpec")
+    fields: dict[str, Any] = {
+        "name": _field(SweepConfig, "name"),
+        "target": (TargetForm, Field(default_factory=TargetForm)),
+        "server": (SERVER.model("ServerSpec"), Field(description=own["server"].description)),
+        "load": (load, Field(default_factory=load, description=own["load"].description)),
+        **sections,
+        "verify_policy": (
+            PolicyVerification | None,
+            Field(None, description=own["verify_policy"].description),
+        ),
+        "search": (
+            SearchSpec | None,
+            Field(None, description="Empty: grid, every variant. " + own["search"].description),
+        ),
+        "results_dir": (str, Field("results", description=own["results_dir"].description)),
+        "stop_on_failure": _field(SweepConfig, "stop_on_failure"),
+    }
+    form = create_model(name, __base__=SweepForm, __doc__=doc, **fields)  # type: ignore[call-overload]
+    form.SECTIONS = tuple(sections)
+    return form
+
+
+def _section(key: str, fold: Fold, title: str) -> tuple[Any, Any]:
+    description = SweepConfig.model_fields[key].description
+    return fold.model(title) | None, Field(None, description=description)
+
+
+StepSweepForm = _form(
+    "StepSweepConfig",
+    "A step sweep: target, server, load and the step_sweep section.",
+    {"step_sweep": _section("step_sweep", STEP, "StepSweep")},
+)
+TopkSweepForm = _form(
+    "TopkSweepConfig",
+    "A topk sweep: target, server, load and the topk_sweep section.",
+    {"topk_sweep": _section("topk_sweep", TOPK, "TopkSweep")},
+)
+MatrixSweepForm = _form(
+    "MatrixSweepConfig",
+    "Every sweep section and the explicit variants.",
+    {
+        "step_sweep": _section("step_sweep", STEP, "StepSweep"),
+        "topk_sweep": _section("topk_sweep", TOPK, "TopkSweep"),
+        "grid_sweep": _section("grid_sweep", GRID, "GridSweep"),
+        "variants": (
+            list[Variant],
+            Field(
+                default_factory=list, description=SweepConfig.model_fields["variants"].description
+            ),
+        ),
+    },
+)

@@ -1,0 +1,111 @@
+"""The run forms (issue 28): views of a SweepConfig, in the config file's shape or theirs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from specsweep.config import SweepConfig
+from specsweep.config.file import load_config
+from specsweep.config.forms import (
+    FOLDS,
+    MatrixSweepForm,
+    StepSweepForm,
+    TargetForm,
+    TopkSweepForm,
+    sweep_config,
+)
+from specsweep.config.targets import SshTarget
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+FORMS = (StepSweepForm, TopkSweepForm, MatrixSweepForm)
+
+
+def ssh_config(sim_config: SweepConfig) -> SweepConfig:
+    target = {"kind": "ssh", "name": "gpu-1", "host": "gpu1.lan", "user": "bench",
+              "verify_host_key": False, "workdir": "sweeps"}  # fmt: skip
+    return SweepConfig.model_validate({**sim_config.model_dump(), "target": target})
+
+
+@pytest.mark.parametrize("fold", FOLDS.values(), ids=FOLDS.keys())
+def test_every_setting_of_a_section_is_in_its_form_once(fold):
+    shown = [*fold.main, *(f for _, names in fold.groups.values() for f in names)]
+    assert sorted(shown) == sorted(fold.source.model_fields)
+    assert not set(fold.groups) & set(fold.source.model_fields)  # a group never hides a field
+
+
+def test_the_target_form_has_every_setting_of_both_kinds():
+    ssh = TargetForm.model_fields["ssh"].annotation.__args__[0]
+    shown = {*TargetForm.model_fields, *ssh.model_fields} - {"ssh"}
+    assert shown == set(SshTarget.model_fields)
+
+
+def unread_cleared(config: SweepConfig, form: type) -> SweepConfig:
+    """The config as a form shows it: the sweep sections the form lacks left out."""
+    unset = {"step_sweep": None, "topk_sweep": None, "grid_sweep": None, "variants": []}
+    return config.model_copy(update={k: v for k, v in unset.items() if k not in form.model_fields})
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("example", ["sim.yaml", "gpu-host.yaml"])
+def test_a_config_survives_its_form(form, example):
+    config = load_config(EXAMPLES / example, [])
+    shown = form.model_validate(form.values_of(config))
+    assert shown.sweep == unread_cleared(config, form)
+    # what the UI submits: the form's values as JSON
+    assert sweep_config(shown.model_dump(mode="json")) == unread_cleared(config, form)
+
+
+def test_the_file_shape_the_form_shape_and_a_sweep_config_give_one_config(sim_config):
+    for config in (sim_config, ssh_config(sim_config)):
+        values = StepSweepForm.values_of(config)
+        assert StepSweepForm.model_validate(config).sweep == config
+        assert StepSweepForm.model_validate(config.model_dump(mode="json")).sweep == config
+        assert StepSweepForm.model_validate(values).sweep == config
+        assert MatrixSweepForm.model_validate(StepSweepForm.model_validate(values)).sweep == config
+
+
+def test_the_target_is_flat_and_its_ssh_settings_folded(sim_config):
+    local = StepSweepForm.values_of(sim_config)["target"]
+    workdir = str(sim_config.target.workdir)
+    assert local == {"kind": "local", "name": "test-host", "workdir": workdir,
+                     "tolerate_foreign_gpu": False, "ssh": None}  # fmt: skip
+    remote = StepSweepForm.values_of(ssh_config(sim_config))["target"]
+    assert (remote["kind"], remote["host"], remote["workdir"]) == ("ssh", "gpu1.lan", "sweeps")
+    assert remote["ssh"]["user"] == "bench" and remote["ssh"]["verify_host_key"] is False
+
+
+def test_a_group_is_folded_while_all_its_settings_have_their_defaults(sim_config):
+    values = StepSweepForm.values_of(sim_config)
+    assert values["server"]["launch"] is None and values["load"]["precision"] is None
+    assert values["search"] is None  # the default grid
+    changed = sim_config.model_copy(
+        update={"load": sim_config.load.model_copy(update={"repeats": 3})}
+    )
+    precision = StepSweepForm.values_of(changed)["load"]["precision"]
+    assert precision["repeats"] == 3 and precision["max_repeats"] == 5
+
+
+def test_sections_the_flow_does_not_read_are_not_in_its_form_but_still_checked(sim_config):
+    schema = StepSweepForm.model_json_schema()
+    assert not {"topk_sweep", "grid_sweep", "variants"} & set(schema["properties"])
+    assert {"topk_sweep", "grid_sweep", "variants"} <= set(MatrixSweepForm.model_fields)
+    data = sim_config.model_dump(mode="json")
+    given = StepSweepForm.model_validate({**data, "topk_sweep": {"topk": [1, 2]}})
+    assert given.sweep.topk_sweep is not None  # validated, kept, not run by the step sweep
+    with pytest.raises(ValidationError, match="topk repeat"):
+        StepSweepForm.model_validate({**data, "topk_sweep": {"topk": [2, 2]}})
+
+
+def test_the_config_files_rules_judge_the_forms_values(sim_config):
+    values = StepSweepForm.values_of(sim_config)
+    bad = {**values, "server": {**values["server"], "extra_args": ["--port", "1"]}}
+    with pytest.raises(ValidationError, match="set by specsweep from the server/variant"):
+        StepSweepForm.model_validate(bad)
+    local_with_host = {**values, "target": {**values["target"], "host": "gpu1"}}
+    with pytest.raises(ValidationError, match="host"):
+        StepSweepForm.model_validate(local_with_host)
+    with pytest.raises(ValidationError, match="typo"):
+        StepSweepForm.model_validate({**values, "load": {**values["load"], "typo": 1}})
