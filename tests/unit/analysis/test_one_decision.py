@@ -116,3 +116,42 @@ def test_the_headline_fits_three_lines_of_100_columns_and_the_cli_shows_it(answe
     assert out[:3] == cell_answers(answer)[0].decision.headline()
     assert max(len(line) for line in out if not line.startswith("deploy:")) <= 100
     assert "inconclusive" not in result.output
+
+
+def test_two_gpu_kinds_are_two_cells_and_every_view_agrees_on_each(tmp_path):
+    from specsweep.analysis.answer import analyze_run
+    from specsweep.analysis.baselines import REFERENCE, HostRole, plan_row
+
+    store = ResultsStore(tmp_path / "results")
+    kinds = {"gpu-a": ("NVIDIA H200", 1.0), "gpu-b": ("NVIDIA A100", 0.6)}
+    for target, (_, speed) in kinds.items():
+        for i, c in enumerate(LEVELS):
+            t = baseline_tput(c) * speed
+            rows = [level_row(RUN, "baseline", c, t, target=target)]
+            for steps, r in SHAPES["in512-out256"].items():
+                rows.append(chain_row(RUN, steps, c, t * r[i], target=target))
+            for row in rows:
+                h = HALF[c]
+                row["output_throughput_lo"] = row["output_throughput"] * (1 - h)
+                row["output_throughput_hi"] = row["output_throughput"] * (1 + h)
+                store.write_level(row)
+    for order, (target, (gpu, _)) in enumerate(kinds.items()):
+        facts = {"gpu_name": gpu, "gpu_count": 1}
+        role = HostRole(REFERENCE, target)
+        store.write_host_plan(plan_row(RUN, target, "per_gpu_kind", role, order, facts))
+    answer = analyze_run(store, RUN)
+    cells = cell_answers(answer)
+    assert [c.decision.gpu_kind for c in cells] == ["1x NVIDIA H200", "1x NVIDIA A100"]
+    assert answer.decisions is not None and len(answer.decisions.cells) == 2
+    for one in cells:
+        d = one.decision
+        assert d.headline()[0].startswith(f"At {d.gpu_kind}: Deploy ")
+        best = one.best.set_index("concurrency")
+        assert {c: best.at[c, "choice"] for c in d.choice_at()} == d.choice_at()
+        if one.export is not None:
+            assert {c: b.variant for b in one.export.bands for c in b.levels} == (
+                d.deploy.runs_at()
+            )
+    md = answer_markdown(answer)
+    for one in cells:
+        assert one.decision.headline()[0] in md  # the other kind's headline is said too
