@@ -122,8 +122,8 @@ SERVER = Fold(
     {
         "launch": (
             "The server process: bind address, argv prefix, context length, start attempts, "
-            "stop grace.",
-            "host launch_prefix context_length start_attempts stop_grace_s",
+            "stop grace, the sglang version when the target cannot say it.",
+            "host launch_prefix context_length start_attempts stop_grace_s sglang_version",
         ),
     },
 )
@@ -143,6 +143,11 @@ LOAD = Fold(
         "precision": (
             "Repeated passes per level, or measuring until an interval is narrow enough.",
             "repeats target_cv max_repeats target_ci max_level_s max_requests",
+        ),
+        "deciding": (
+            "The run's drift calibration, and the server time spent measuring more where a "
+            "level's decision is still open.",
+            "calibrate_drift decide_budget_s",
         ),
     },
 )
