@@ -4,7 +4,7 @@ A level's ``output_throughput_lo/_hi`` and ``request_throughput_lo/_hi`` claim t
 the level's long-run throughput 95% of the time, and should be no wider than that needs.
 With a measured drift (specsweep/results/drift.py) an interval is Student's t over the
 pass's yield variance (its requests' tokens per server step, grouped where a lag-1 test
-finds neighbours correlated) plus the run's drift, measured by a calibration level of 8
+finds neighbours correlated) plus the run's drift, measured by a calibration level of 6
 passes on the first server (specsweep/loadgen/calibration.py). This script checks both
 claims on the embedded simulator, for two profiles (``default`` and
 ``llama-3.1-8b-eagle3-h200``, SPECSWEEP_SIM_PROFILE on the server) and, on each, a
@@ -14,7 +14,7 @@ other on loopback, at each concurrency level (default 1, 4, 16). Per profile and
 emulates one run of the sweep:
 
 1. **Calibration**: on the baseline server, before the level, the sweep's own calibration
-   (``calibration_level``: 8 passes of 16 requests at c=4 for these levels). The EAGLE-3
+   (``calibration_level``: 6 passes of 16 requests at c=4 for these levels). The EAGLE-3
    server's levels use the calibration measured on the baseline server for the same
    level, as a sweep's later variants use the one of the server launched first.
 2. **Truth**: one long level of ``max(160, 40 x C)`` requests, run in four parts of whole

@@ -67,11 +67,11 @@ def test_the_first_server_calibrates_and_every_later_level_uses_it(tmp_path):
     baseline, spec = _servers(tmp_path, host)
     assert baseline.needs_calibration and spec.needs_calibration
     cal = baseline.calibrate_drift()
-    assert cal is not None and cal.df == 7 and cal.drift > 0.005
-    assert host.calls[0] == {"concurrency": 4, "repeats": 8, "drift": None}
+    assert cal is not None and cal.df == 5 and cal.drift > 0.005
+    assert host.calls[0] == {"concurrency": 4, "repeats": 6, "drift": None}
     assert "calibration_s" in baseline.phases.seconds
     row = baseline.benchmark_level(1)
-    assert host.calls[-1]["drift"] == Drift(cal.drift, 7, "calibrated")
+    assert host.calls[-1]["drift"] == Drift(cal.drift, 5, "calibrated")
     assert row["throughput_drift"] == cal.drift and row["throughput_drift_source"] == "calibrated"
     # a server built later in the run (the next variant, or a resumed run) reads it back
     later = VariantServer.for_variant(_config(tmp_path), spec.variant, spec.ctx)
