@@ -91,6 +91,18 @@ def test_a_failed_calibration_leaves_the_levels_on_the_assumed_floor(tmp_path, c
     assert baseline.store.read_drift("r1", "test-host") is None
 
 
+def test_a_calibration_that_raises_does_not_end_the_variant(tmp_path, caplog):
+    host = LevelHost([1.0])
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("refused")
+
+    host.run_level = unreachable  # type: ignore[method-assign]
+    baseline, _ = _servers(tmp_path, host)
+    assert baseline.calibrate_drift() is None
+    assert "ConnectionError: refused" in caplog.text and baseline.needs_calibration
+
+
 def test_a_load_that_skips_the_calibration_never_needs_one(tmp_path):
     baseline, _ = _servers(tmp_path, LevelHost([1.0]), calibrate_drift=False)
     assert not baseline.needs_calibration
