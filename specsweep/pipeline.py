@@ -324,18 +324,27 @@ class VariantServer:
         when the calibration level failed."""
         self._require("calibrate-drift", ServerState.READY)
         concurrency, load = calibration_level(self.load)
-        with self.phases.timed("calibration_s"):
-            result = self.host.run_level(self.server, concurrency, load, on_progress)
-        calibration = None
-        if result.metrics.status == "ok":
-            calibration = DriftCalibration.from_result(
-                result, self.label, load.shape.label, load.num_requests(concurrency)
-            )
+        log.info(
+            "%s: measuring the run's drift: %d passes of %d requests at c=%d",
+            self.label, load.repeats, load.num_requests(concurrency), concurrency,
+        )  # fmt: skip
+        calibration, why = None, "fewer than two passes"
+        try:
+            with self.phases.timed("calibration_s"):
+                result = self.host.run_level(self.server, concurrency, load, on_progress)
+        except Exception as exc:  # optional: the levels still run, on the assumed floor
+            why = f"{type(exc).__name__}: {exc}"
+        else:
+            if result.metrics.status == "ok":
+                calibration = DriftCalibration.from_result(
+                    result, self.label, load.shape.label, load.num_requests(concurrency)
+                )
+            why = result.metrics.error or why
         if calibration is None:
             log.warning(
                 "%s: the drift calibration at c=%d failed (%s); the levels assume a drift of "
                 "+-1.5%% until a later server of this run measures it",
-                self.label, concurrency, result.metrics.error or "fewer than two passes",
+                self.label, concurrency, why,
             )  # fmt: skip
             return None
         self.store.write_drift(self.ctx.run_id, self.ctx.target, calibration.to_json())

@@ -5,9 +5,9 @@ server's and client's speed, which it does not (specsweep/results/drift.py). Bef
 first level on a target, the sweep runs ``CALIBRATION_PASSES`` passes of the run's own
 level size at ``CALIBRATION_CONCURRENCY`` (clamped to the run's levels) on the server it
 launched first (the baseline): their pass-to-pass spread beyond their yields' is the
-drift every later level of the run on that target adds to its interval. Eight passes
-give the estimate 7 degrees of freedom (the t quantile 2.36, 1.2x the normal's), and at
-the demo's size the whole calibration takes about 3 s.
+drift every later level of the run on that target adds to its interval. Six passes
+give the estimate 5 degrees of freedom (the t quantile 2.57, 1.3x the normal's: eight
+would give 2.36, and take the demo 3.3 s instead of its 2.5 s).
 
 The passes have their own prompt seed (no prefix of theirs is in the server's cache when
 the levels run). What is stored (``DriftCalibration``, a JSON file beside the run's
@@ -26,7 +26,7 @@ from specsweep.loadgen.metrics import split_passes
 from specsweep.loadgen.runner import LevelResult
 from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes, pass_yield
 
-CALIBRATION_PASSES = 8
+CALIBRATION_PASSES = 6
 CALIBRATION_CONCURRENCY = 4  # low enough to be cheap, above one stream's idle gaps
 _CALIBRATION_SEED = 104_729  # added to load.seed: prompts no level sends
 

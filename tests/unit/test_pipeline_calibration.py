@@ -67,11 +67,11 @@ def test_the_first_server_calibrates_and_every_later_level_uses_it(tmp_path):
     baseline, spec = _servers(tmp_path, host)
     assert baseline.needs_calibration and spec.needs_calibration
     cal = baseline.calibrate_drift()
-    assert cal is not None and cal.df == 7 and cal.drift > 0.005
-    assert host.calls[0] == {"concurrency": 4, "repeats": 8, "drift": None}
+    assert cal is not None and cal.df == 5 and cal.drift > 0.005
+    assert host.calls[0] == {"concurrency": 4, "repeats": 6, "drift": None}
     assert "calibration_s" in baseline.phases.seconds
     row = baseline.benchmark_level(1)
-    assert host.calls[-1]["drift"] == Drift(cal.drift, 7, "calibrated")
+    assert host.calls[-1]["drift"] == Drift(cal.drift, 5, "calibrated")
     assert row["throughput_drift"] == cal.drift and row["throughput_drift_source"] == "calibrated"
     # a server built later in the run (the next variant, or a resumed run) reads it back
     later = VariantServer.for_variant(_config(tmp_path), spec.variant, spec.ctx)
@@ -89,6 +89,18 @@ def test_a_failed_calibration_leaves_the_levels_on_the_assumed_floor(tmp_path, c
     assert "drift calibration at c=4 failed" in caplog.text
     assert baseline.needs_calibration and spec.needs_calibration  # the next server tries
     assert baseline.store.read_drift("r1", "test-host") is None
+
+
+def test_a_calibration_that_raises_does_not_end_the_variant(tmp_path, caplog):
+    host = LevelHost([1.0])
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("refused")
+
+    host.run_level = unreachable  # type: ignore[method-assign]
+    baseline, _ = _servers(tmp_path, host)
+    assert baseline.calibrate_drift() is None
+    assert "ConnectionError: refused" in caplog.text and baseline.needs_calibration
 
 
 def test_a_load_that_skips_the_calibration_never_needs_one(tmp_path):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from specsweep.loadgen.calibration import CALIBRATION_PASSES
 from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics, compute_pass_metrics
 from specsweep.results.drift import Drift, drift_from_passes, pass_yield
 from specsweep.results.intervals import (
@@ -165,7 +166,7 @@ def _headline(records) -> float:
     return sum(r.output_tokens for r in records) / span
 
 
-def _calibration(rng, c, n, drift_sd, passes=8) -> Drift:
+def _calibration(rng, c, n, drift_sd, passes=CALIBRATION_PASSES) -> Drift:
     parts = []
     for _ in range(passes):
         records = speculative_pass(rng, c, n, drift_sd)
@@ -179,7 +180,7 @@ def _end(records) -> float:
 
 @pytest.mark.parametrize(("c", "n", "drift_sd"), [(1, 8, 0.01), (4, 16, 0.01), (16, 64, 0.005)])
 def test_calibrated_intervals_cover_the_long_run_rate_and_are_not_too_wide(c, n, drift_sd):
-    """Each pass's interval with a drift calibrated from 8 other passes (as the sweep does):
+    """Each pass's interval with a drift calibrated from 6 other passes (as the sweep does):
     about 95% coverage, and a median half-width within 1.3x of what the passes' own spread
     needs (1.96 x CV), the criteria benchmarks/interval_coverage.py holds the simulator to."""
     rng = np.random.default_rng(c)
@@ -198,7 +199,7 @@ def test_calibrated_intervals_cover_the_long_run_rate_and_are_not_too_wide(c, n,
 
 def test_a_deterministic_pass_gets_exactly_the_calibrated_drift():
     """A baseline's requests all take one step per token: no yield variance, and the
-    interval is the drift's, with the calibration's 7 degrees of freedom (t = 2.365)."""
+    interval is the drift's, with the drift's 7 degrees of freedom (t = 2.365)."""
     records = closed_loop(4, 4, np.random.default_rng(9))
     out, _ = throughput_intervals([records], 4, Drift(0.01, 7, "calibrated"))
     assert out.value == pytest.approx(_headline(records))
