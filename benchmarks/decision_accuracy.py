@@ -197,10 +197,14 @@ def main() -> int:
     parser.add_argument("--profiles", nargs="*", default=list(PROFILES))
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="decision-accuracy-"))
+    out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(out / "prefect"))
+    from flows.prefect_api import prepare_ephemeral_api
+
+    prepare_ephemeral_api()  # its database migrated before the server's startup wait
     say(f"{code_state(ROOT)}; results under {out}")
     outcomes = []
     for profile in args.profiles:
