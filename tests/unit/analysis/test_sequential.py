@@ -1,0 +1,70 @@
+"""What measuring more asks for next (analysis/sequential.py): typed steps from the rows."""
+
+from __future__ import annotations
+
+from specsweep.analysis.sequential import MeasureMore, Settled, plan_more
+from tests.synthetic_levels import baseline_tput, chain_row, frame, level_row
+
+RUN = "r"
+S2 = "eagle3-s2-k1-d3"
+
+
+def _with(rows: list[dict], half: dict[str, float]) -> list[dict]:
+    for r in rows:
+        h = half[r["variant"]]
+        r["output_throughput_lo"] = r["output_throughput"] * (1 - h)
+        r["output_throughput_hi"] = r["output_throughput"] * (1 + h)
+    return rows
+
+
+def _plan(rows, variant, passes=None, seconds=0.5, spent=0.0, budget=20.0):
+    levels = {r["concurrency"] for r in rows}
+    return plan_more(
+        frame(rows),
+        variant,
+        passes=passes or dict.fromkeys(levels, 1),
+        pass_seconds=dict.fromkeys(levels, seconds),
+        spent_s=spent,
+        budget_s=budget,
+    )
+
+
+def test_nothing_more_when_the_budget_is_off():
+    rows = [level_row(RUN, "baseline", 1, baseline_tput(1))]
+    step = _plan(_with(rows, {"baseline": 0.1}), "baseline", budget=0)
+    assert isinstance(step, Settled) and "off" in step.reason
+
+
+def test_the_baseline_is_measured_to_twice_the_margin_at_its_widest_level_first():
+    rows = [level_row(RUN, "baseline", c, baseline_tput(c)) for c in (1, 8)]
+    rows[1]["output_throughput_lo"] = rows[1]["output_throughput"] * 0.95  # ±5% at c=8
+    rows[1]["output_throughput_hi"] = rows[1]["output_throughput"] * 1.05
+    rows[0]["output_throughput_lo"] = rows[0]["output_throughput"] * 0.97  # ±3% at c=1
+    rows[0]["output_throughput_hi"] = rows[0]["output_throughput"] * 1.03
+    step = _plan(rows, "baseline", passes={1: 1, 8: 2})
+    assert step == MeasureMore(8, 2, step.reason)  # doubles c=8's two passes
+    narrow = _with([level_row(RUN, "baseline", c, baseline_tput(c)) for c in (1, 8)],
+                   {"baseline": 0.015})  # fmt: skip
+    assert isinstance(_plan(narrow, "baseline"), Settled)
+
+
+def test_an_open_level_asks_for_more_of_the_side_whose_server_is_up():
+    t = baseline_tput(4)
+    rows = [level_row(RUN, "baseline", 4, t), chain_row(RUN, 2, 4, t * 1.04)]
+    step = _plan(_with(rows, {"baseline": 0.01, S2: 0.05}), S2)
+    assert isinstance(step, MeasureMore) and step.concurrency == 4
+    assert "leads baseline" in step.reason
+    # its own side already much narrower than the baseline's: measuring it would not help
+    quiet = _with(
+        [level_row(RUN, "baseline", 4, t), chain_row(RUN, 2, 4, t * 1.04)],
+        {"baseline": 0.05, S2: 0.01},
+    )
+    assert isinstance(_plan(quiet, S2), Settled)
+
+
+def test_a_spent_budget_settles_and_says_so():
+    t = baseline_tput(4)
+    rows = _with([level_row(RUN, "baseline", 4, t), chain_row(RUN, 2, 4, t * 1.04)],
+                 {"baseline": 0.01, S2: 0.05})  # fmt: skip
+    step = _plan(rows, S2, spent=19.9, seconds=1.0)
+    assert isinstance(step, Settled) and "spent" in step.reason
