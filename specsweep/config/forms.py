@@ -71,111 +71,146 @@ def _default(model: type[BaseModel], name: str) -> Any:
 @dataclass(frozen=True)
 class Fold:
     """A config model shown as its main fields, then one optional group per set of the
-    others; None: every field of the group has its default."""
+    others; None: every field of the group has its default. A group holds field names or,
+    nested, a Fold of its own (its main fields, then its own folded groups), so that the
+    form at its defaults is a few rows however many settings a section has."""
 
     source: type[BaseModel]
     main_names: str  # space-separated field names
-    group_names: Mapping[str, tuple[str, str]]  # group field -> (what it holds, its fields)
+    group_names: Mapping[str, tuple[str, str | Fold]]  # group -> (what it holds, its fields)
 
     @property
     def main(self) -> list[str]:
         return self.main_names.split()
 
     @property
-    def groups(self) -> dict[str, tuple[str, list[str]]]:
-        return {g: (what, names.split()) for g, (what, names) in self.group_names.items()}
+    def groups(self) -> dict[str, tuple[str, Fold]]:
+        """Each group as a Fold of its own (a plain list of names: a Fold of main fields)."""
+        return {
+            g: (what, part if isinstance(part, Fold) else Fold(self.source, part, {}))
+            for g, (what, part) in self.group_names.items()
+        }
 
-    def model(self, name: str) -> type[_Model]:
+    @property
+    def names(self) -> list[str]:
+        """Every field of the source this fold shows, at any depth."""
+        return [*self.main, *(f for _, part in self.groups.values() for f in part.names)]
+
+    def model(self, name: str, doc: str | None = None) -> type[_Model]:
         fields: dict[str, Any] = {f: _field(self.source, f) for f in self.main}
-        for group, (what, names) in self.groups.items():
-            part = create_model(  # type: ignore[call-overload]
-                f"{name}{group.title()}",
-                __base__=_Model,
-                __doc__=what,
-                **{f: _field(self.source, f) for f in names},
-            )
-            fields[group] = (part | None, Field(None, description=f"{what} Empty: defaults."))
+        for group, (what, part) in self.groups.items():
+            sub = part.model(f"{name}{group.title()}", what)
+            fields[group] = (sub | None, Field(None, description=f"{what} Empty: defaults."))
         return create_model(  # type: ignore[call-overload]
-            name, __base__=_Model, __doc__=self.source.__doc__, **fields
+            name, __base__=_Model, __doc__=doc or self.source.__doc__, **fields
         )
 
     def split(self, flat: Mapping[str, Any]) -> dict[str, Any]:
         """The config file's section (every field given) in the form's shape."""
         out = {f: flat[f] for f in self.main if f in flat}
-        for group, (_, names) in self.groups.items():
-            given = {f: flat[f] for f in names if f in flat}
-            changed = any(v != _default(self.source, f) for f, v in given.items())
-            out[group] = given if changed else None
+        for group, (_, part) in self.groups.items():
+            changed = any(f in flat and flat[f] != _default(self.source, f) for f in part.names)
+            out[group] = part.split(flat) if changed else None
         return out
 
     def join(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The form's shape back to the config file's (a flat mapping is left as it is)."""
         out = {k: v for k, v in data.items() if k not in self.groups}
-        for group in self.groups:
-            out.update(data.get(group) or {})
+        for group, (_, part) in self.groups.items():
+            out.update(part.join(data.get(group) or {}))
         return out
 
 
 SERVER = Fold(
     ServerSpec,
-    "backend python model_path port tp max_running_requests startup_timeout_s env extra_args",
+    "model_path",
     {
-        "launch": (
-            "The server process: bind address, argv prefix, context length, start attempts, "
-            "stop grace, the sglang version when the target cannot say it.",
-            "host launch_prefix context_length start_attempts stop_grace_s sglang_version",
+        "more": (
+            "sglang or the simulator, the server's Python, port, tensor parallelism, running "
+            "requests, start timeout, environment and sglang flags; the launch's details.",
+            Fold(
+                ServerSpec,
+                "backend python port tp max_running_requests startup_timeout_s env extra_args",
+                {
+                    "launch": (
+                        "The server process: bind address, argv prefix, context length, "
+                        "start attempts, stop grace, the sglang version when the target "
+                        "cannot say it.",
+                        "host launch_prefix context_length start_attempts stop_grace_s "
+                        "sglang_version",
+                    ),
+                },
+            ),
         ),
     },
 )
 LOAD = Fold(
     LoadSpec,
-    "concurrency input_len output_len prompts requests_per_stream min_requests",
+    "concurrency prompts",
     {
-        "sizing": (
-            "Requests per level, warmup, timeouts, the error budget, the seed and further "
-            "load shapes.",
-            "requests_per_level warmup_requests request_timeout_s max_error_rate seed shapes",
-        ),
-        "text": (
-            "Text prompts: your own dataset, its format, prompt length, the endpoint.",
-            "dataset dataset_format prompt_length endpoint",
-        ),
-        "precision": (
-            "Repeated passes per level, or measuring until an interval is narrow enough.",
-            "repeats target_cv max_repeats target_ci max_level_s max_requests",
-        ),
-        "deciding": (
-            "The run's drift calibration, and the server time spent measuring more where a "
-            "level's decision is still open.",
-            "calibrate_drift decide_budget_s",
+        "more": (
+            "The requests' shape, requests per level; sizing, text prompts, precision and "
+            "measuring to decide.",
+            Fold(
+                LoadSpec,
+                "input_len output_len requests_per_stream min_requests",
+                {
+                    "sizing": (
+                        "Requests per level, warmup, timeouts, the error budget, the seed "
+                        "and further load shapes.",
+                        "requests_per_level warmup_requests request_timeout_s max_error_rate "
+                        "seed shapes",
+                    ),
+                    "text": (
+                        "Text prompts: your own dataset, its format, prompt length, the endpoint.",
+                        "dataset dataset_format prompt_length endpoint",
+                    ),
+                    "precision": (
+                        "Repeated passes per level, or measuring until an interval is "
+                        "narrow enough.",
+                        "repeats target_cv max_repeats target_ci max_level_s max_requests",
+                    ),
+                    "deciding": (
+                        "The run's drift calibration, and the server time spent measuring "
+                        "more where a level's decision is still open.",
+                        "calibrate_drift decide_budget_s",
+                    ),
+                },
+            ),
         ),
     },
 )
-_SWEEP_MAIN = "algorithm draft_model_path num_steps topk"
+_SWEEP_MAIN = "draft_model_path num_steps"
 STEP = Fold(
     StepSweep,
     _SWEEP_MAIN,
     {
-        "tuning": (
-            "Draft tokens, spec v2, environment, sglang flags.",
-            "num_draft_tokens spec_v2 env extra_args",
+        "more": (
+            "The algorithm, topk, draft tokens, spec v2, environment, sglang flags.",
+            "algorithm topk num_draft_tokens spec_v2 env extra_args",
         )
     },
 )
 TOPK = Fold(
     TopkSweep,
-    _SWEEP_MAIN,
+    "draft_model_path topk",
     {
-        "tuning": (
-            "Draft tokens per topk and their cap, spec v2 at topk 1, environment, sglang flags.",
-            "num_draft_tokens max_draft_tokens spec_v2_topk1 env extra_args",
+        "more": (
+            "The algorithm, steps, draft tokens per topk and their cap, spec v2 at topk 1, "
+            "environment, sglang flags.",
+            "algorithm num_steps num_draft_tokens max_draft_tokens spec_v2_topk1 env extra_args",
         )
     },
 )
 GRID = Fold(
     GridSweep,
-    _SWEEP_MAIN,
-    {"tuning": ("Draft token cap, environment, sglang flags.", "max_draft_tokens env extra_args")},
+    "draft_model_path num_steps topk",
+    {
+        "more": (
+            "The algorithm, draft token cap, environment, sglang flags.",
+            "algorithm max_draft_tokens env extra_args",
+        )
+    },
 )
 FOLDS: dict[str, Fold] = {
     "server": SERVER, "load": LOAD, "step_sweep": STEP, "topk_sweep": TOPK, "grid_sweep": GRID,
@@ -192,12 +227,11 @@ SshOptions = create_model(  # type: ignore[call-overload]
 )
 
 
-class TargetForm(_Model):
-    """Where servers run: this machine, or a GPU host over SSH."""
+class TargetMore(_Model):
+    """The target's label in results, where logs go on it, a foreign GPU process, how to
+    reach an SSH host."""
 
-    kind: Literal["local", "ssh"] = Field("local", description="local: this machine; ssh: host.")
     name: str = Field("local", min_length=1, description="Label recorded with every result.")
-    host: str | None = Field(None, description="ssh: host name or address of the GPU host.")
     workdir: str = Field(
         ".specsweep", min_length=1, description="Logs and launch record (ssh: in the remote home)."
     )
@@ -206,17 +240,36 @@ class TargetForm(_Model):
         None, description="ssh: port, user, keys, host key check, timeouts. Empty: defaults."
     )
 
+
+_TARGET_MORE_DEFAULTS = TargetMore().model_dump(mode="json")
+
+
+class TargetForm(_Model):
+    """Where servers run: this machine, or a GPU host over SSH."""
+
+    kind: Literal["local", "ssh"] = Field("local", description="local: this machine; ssh: host.")
+    host: str | None = Field(None, description="ssh: host name or address of the GPU host.")
+    more: TargetMore | None = Field(None, description=f"{TargetMore.__doc__} Empty: defaults.")
+
     @staticmethod
     def split(flat: Mapping[str, Any]) -> dict[str, Any]:
-        out = {f: flat[f] for f in _TARGET_MAIN if f in flat}
+        out = {f: flat[f] for f in ("kind", "host") if f in flat}
         rest = {f: v for f, v in flat.items() if f not in _TARGET_MAIN}
-        changed = any(v != _default(SshTarget, f) for f, v in rest.items())
-        return {**out, "ssh": rest if changed else None}
+        ssh = rest if any(v != _default(SshTarget, f) for f, v in rest.items()) else None
+        more = {f: flat[f] for f in ("name", "workdir", "tolerate_foreign_gpu") if f in flat}
+        changed = ssh is not None or any(v != _TARGET_MORE_DEFAULTS[f] for f, v in more.items())
+        return {**out, "more": {**more, "ssh": ssh} if changed else None}
 
     @staticmethod
     def join(data: Mapping[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in data.items() if k != "ssh" and not (k == "host" and v is None)}
-        return {**out, **(data.get("ssh") or {})}
+        out = {
+            k: v
+            for k, v in data.items()
+            if k not in ("more", "ssh") and not (k == "host" and v is None)
+        }
+        more = dict(data.get("more") or {})
+        ssh = more.pop("ssh", None) or data.get("ssh") or {}
+        return {**out, **more, **ssh}
 
 
 # --- the forms --------------------------------------------------------------------------
@@ -232,6 +285,8 @@ def _join(data: Mapping[str, Any]) -> dict[str, Any]:
             out[section] = fold.join(out[section])
     if out.get("search", "") is None:
         del out["search"]  # the form's empty search: the default grid
+    if "more" in out:
+        out.update(out.pop("more") or {})
     return out
 
 
@@ -248,6 +303,20 @@ def sweep_config(value: object) -> SweepConfig:
 
 
 _DEFAULT_SEARCH = SearchSpec().model_dump(mode="json")
+_RUN_MORE = ("results_dir", "stop_on_failure", "verify_policy")
+
+
+class RunMore(_Model):
+    """Where results go, whether a failed variant stops the sweep, verifying the exported
+    policy."""
+
+    results_dir: str = Field(
+        "results", description=SweepConfig.model_fields["results_dir"].description
+    )
+    stop_on_failure: bool = _field(SweepConfig, "stop_on_failure")[1]
+    verify_policy: PolicyVerification | None = Field(
+        None, description=SweepConfig.model_fields["verify_policy"].description
+    )
 
 
 class SweepForm(_Model):
@@ -281,13 +350,9 @@ class SweepForm(_Model):
             fold, value = FOLDS.get(key), data[key]
             out[key] = fold.split(value) if fold is not None and value is not None else value
         search = None if data["search"] == _DEFAULT_SEARCH else data["search"]
-        return {
-            **out,
-            "verify_policy": data["verify_policy"],
-            "search": search,
-            "results_dir": data["results_dir"],
-            "stop_on_failure": data["stop_on_failure"],
-        }
+        more = {k: data[k] for k in _RUN_MORE}
+        changed = any(v != _default(SweepConfig, k) for k, v in more.items())
+        return {**out, "search": search, "more": more if changed else None}
 
 
 def _form(name: str, doc: str, sections: dict[str, Any]) -> type[SweepForm]:
@@ -300,16 +365,11 @@ def _form(name: str, doc: str, sections: dict[str, Any]) -> type[SweepForm]:
         "server": (SERVER.model("ServerSpec"), Field(description=own["server"].description)),
         "load": (load, Field(default_factory=load, description=own["load"].description)),
         **sections,
-        "verify_policy": (
-            PolicyVerification | None,
-            Field(None, description=own["verify_policy"].description),
-        ),
         "search": (
             SearchSpec | None,
             Field(None, description="Empty: grid, every variant. " + own["search"].description),
         ),
-        "results_dir": (str, Field("results", description=own["results_dir"].description)),
-        "stop_on_failure": _field(SweepConfig, "stop_on_failure"),
+        "more": (RunMore | None, Field(None, description=f"{RunMore.__doc__} Empty: defaults.")),
     }
     form = create_model(name, __base__=SweepForm, __doc__=doc, **fields)  # type: ignore[call-overload]
     form.SECTIONS = tuple(sections)

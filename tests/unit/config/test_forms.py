@@ -17,7 +17,7 @@ from specsweep.config.forms import (
     TopkSweepForm,
     sweep_config,
 )
-from specsweep.config.targets import SshTarget
+from specsweep.config.targets import LocalTarget, SshTarget
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 FORMS = (StepSweepForm, TopkSweepForm, MatrixSweepForm)
@@ -31,14 +31,15 @@ def ssh_config(sim_config: SweepConfig) -> SweepConfig:
 
 @pytest.mark.parametrize("fold", FOLDS.values(), ids=FOLDS.keys())
 def test_every_setting_of_a_section_is_in_its_form_once(fold):
-    shown = [*fold.main, *(f for _, names in fold.groups.values() for f in names)]
-    assert sorted(shown) == sorted(fold.source.model_fields)
-    assert not set(fold.groups) & set(fold.source.model_fields)  # a group never hides a field
+    assert sorted(fold.names) == sorted(fold.source.model_fields)
+    groups = [*fold.groups, *(g for _, part in fold.groups.values() for g in part.groups)]
+    assert not set(groups) & set(fold.source.model_fields)  # a group never hides a field
 
 
 def test_the_target_form_has_every_setting_of_both_kinds():
-    ssh = TargetForm.model_fields["ssh"].annotation.__args__[0]
-    shown = {*TargetForm.model_fields, *ssh.model_fields} - {"ssh"}
+    more = TargetForm.model_fields["more"].annotation.__args__[0]
+    ssh = more.model_fields["ssh"].annotation.__args__[0]
+    shown = {*TargetForm.model_fields, *more.model_fields, *ssh.model_fields} - {"more", "ssh"}
     assert shown == set(SshTarget.model_fields)
 
 
@@ -70,22 +71,37 @@ def test_the_file_shape_the_form_shape_and_a_sweep_config_give_one_config(sim_co
 def test_the_target_is_flat_and_its_ssh_settings_folded(sim_config):
     local = StepSweepForm.values_of(sim_config)["target"]
     workdir = str(sim_config.target.workdir)
-    assert local == {"kind": "local", "name": "test-host", "workdir": workdir,
-                     "tolerate_foreign_gpu": False, "ssh": None}  # fmt: skip
+    assert local == {"kind": "local", "more": {"name": "test-host", "workdir": workdir,
+                     "tolerate_foreign_gpu": False, "ssh": None}}  # fmt: skip
+    at_defaults = sim_config.model_copy(update={"target": LocalTarget()})
+    assert StepSweepForm.values_of(at_defaults)["target"] == {"kind": "local", "more": None}
     remote = StepSweepForm.values_of(ssh_config(sim_config))["target"]
-    assert (remote["kind"], remote["host"], remote["workdir"]) == ("ssh", "gpu1.lan", "sweeps")
-    assert remote["ssh"]["user"] == "bench" and remote["ssh"]["verify_host_key"] is False
+    assert (remote["kind"], remote["host"], remote["more"]["workdir"]) == (
+        "ssh", "gpu1.lan", "sweeps")  # fmt: skip
+    ssh = remote["more"]["ssh"]
+    assert ssh["user"] == "bench" and ssh["verify_host_key"] is False
 
 
 def test_a_group_is_folded_while_all_its_settings_have_their_defaults(sim_config):
     values = StepSweepForm.values_of(sim_config)
-    assert values["server"]["launch"] is None and values["load"]["precision"] is None
+    assert values["server"]["more"]["launch"] is None
+    assert values["load"]["more"]["precision"] is None
     assert values["search"] is None  # the default grid
     changed = sim_config.model_copy(
         update={"load": sim_config.load.model_copy(update={"repeats": 3})}
     )
-    precision = StepSweepForm.values_of(changed)["load"]["precision"]
+    precision = StepSweepForm.values_of(changed)["load"]["more"]["precision"]
     assert precision["repeats"] == 3 and precision["max_repeats"] == 5
+    # at its defaults every section is its main fields and folded groups: a few rows
+    defaults = StepSweepForm.values_of(
+        SweepConfig(
+            server={"model_path": "org/target"},
+            step_sweep={"draft_model_path": "org/draft", "num_steps": [1, 2]},
+        )
+    )
+    assert defaults["target"]["more"] is None and defaults["more"] is None
+    assert defaults["server"]["more"] is None and defaults["load"]["more"] is None
+    assert defaults["step_sweep"]["more"] is None
 
 
 def test_sections_the_flow_does_not_read_are_not_in_its_form_but_still_checked(sim_config):
@@ -101,7 +117,11 @@ def test_sections_the_flow_does_not_read_are_not_in_its_form_but_still_checked(s
 
 def test_the_config_files_rules_judge_the_forms_values(sim_config):
     values = StepSweepForm.values_of(sim_config)
-    bad = {**values, "server": {**values["server"], "extra_args": ["--port", "1"]}}
+    more = values["server"]["more"]
+    bad = {
+        **values,
+        "server": {**values["server"], "more": {**more, "extra_args": ["--port", "1"]}},
+    }
     with pytest.raises(ValidationError, match="set by specsweep from the server/variant"):
         StepSweepForm.model_validate(bad)
     local_with_host = {**values, "target": {**values["target"], "host": "gpu1"}}
