@@ -560,6 +560,7 @@ def _analyze_shape(
     best = best_per_level(levels, slo)
     policy = speculation_policy(levels, mix, slo)
     shapes = levels["shape"].dropna().unique() if "shape" in levels.columns else []
+    pivots = pivot_points(levels)
     decision = decide(
         levels,
         run_id,
@@ -568,6 +569,7 @@ def _analyze_shape(
         judge_levels(levels),
         shape=str(shapes[0]) if len(shapes) == 1 else None,
         command=tiers_command(run, export) if export is not None else None,
+        pivots=pivots,
     )
     return Answer(
         run_id=run_id,
@@ -576,7 +578,7 @@ def _analyze_shape(
         throughput=metric_table(levels, "output_throughput"),
         best=best,
         latency=latency_table(levels, slo),
-        pivots=pivot_points(levels),
+        pivots=decision.pivots,
         policy=policy,
         mix=mix,
         slo=slo,

@@ -14,6 +14,8 @@ winner of its own.
 - **per level**: what the deployed config runs there (the measured variant that stands
   for it), and its measured effect against no speculation and against SGLang's default
   tiers where those were measured;
+- **pivots**: where each speculative variant stops beating no speculation (pivot.py),
+  computed once here and rendered by every view;
 - **verdict**: decided, or the cells that need more measurement (a level the tie rule
   left open, with the interval's width).
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,6 +34,7 @@ from specsweep.analysis.adaptive_export import TierExport
 from specsweep.analysis.levels import adaptive_mask, baseline_name, cell, interval_tables
 from specsweep.analysis.levels import metric_table as _metric_table
 from specsweep.analysis.params import TIE_MARGIN
+from specsweep.analysis.pivot import Pivot
 from specsweep.analysis.policy import Policy
 from specsweep.analysis.tie_rule import LevelJudgment
 from specsweep.results.intervals import Interval, ratio
@@ -115,6 +118,8 @@ class CellDecision:
     open_cells: tuple[OpenCell, ...]
     tie_margin: float = TIE_MARGIN
     label: str | None = None  # how the views name the cell ("in512-out256", "1x H200")
+    # variant -> where it stops beating no speculation (pivot.py), in the legend's order
+    pivots: Mapping[str, Pivot] = field(default_factory=dict)
 
     @property
     def decided(self) -> bool:
@@ -361,6 +366,7 @@ def decide(
     label: str | None = None,
     command: str | None = None,
     tie_margin: float = TIE_MARGIN,
+    pivots: Mapping[str, Pivot] | None = None,
 ) -> CellDecision:
     """The cell's decision from its answer rows and what the one tie rule judged on them:
     `judgments` (every level among every config), `export` (tiers, where the variants
@@ -391,4 +397,5 @@ def decide(
         open_cells=opens,
         tie_margin=tie_margin,
         label=label,
+        pivots=dict(pivots or {}),
     )

@@ -15,7 +15,9 @@ from specsweep.analysis.decision import HEADLINE_COLUMNS
 from specsweep.analysis.tie_rule import Option, judge_level
 from specsweep.cli import app
 from specsweep.report.decision_view import decision_rows
+from specsweep.report.evidence import pivot_line
 from specsweep.report.render import answer_markdown, write_report
+from specsweep.report.shapes import pivot_summary
 from specsweep.results.intervals import Interval
 from specsweep.results.store import ResultsStore
 from tests.synthetic_levels import baseline_tput, chain_row, frame, level_row
@@ -97,6 +99,10 @@ def test_every_view_names_the_same_config_at_every_level(answer, tmp_path):
         assert "| " + " | ".join(r) + " |" in md
     report = write_report(answer, tmp_path / "rep").markdown.read_text()
     assert first.headline()[0] in report
+    for one in cells:  # the pivots the views render are the decision's, computed once
+        assert one.pivots is one.decision.pivots and one.decision.pivots
+        for variant, pivot in one.decision.pivots.items():
+            assert f"{variant}: {pivot_line(pivot)}" in pivot_summary(one)
 
 
 def test_the_headline_fits_three_lines_of_100_columns_and_the_cli_shows_it(answer, tmp_path):
