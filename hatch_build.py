@@ -13,6 +13,7 @@ folders in the checkout: no path entry, nothing importable at the top level.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Any
 
@@ -54,7 +55,7 @@ class LayersHook(BuildHookInterface):
         if version != "editable":
             return  # the wheel: force-include copies the folders into specsweep/
         layers = {f"specsweep.{name}": os.path.join(self.root, name) for name in LAYERS}
-        out = tempfile.mkdtemp(prefix="specsweep-editable-")
+        out = self._scratch = tempfile.mkdtemp(prefix="specsweep-editable-")
         finder = os.path.join(out, "_specsweep_layers.py")
         pth = os.path.join(out, "_specsweep_layers.pth")
         with open(finder, "w") as f:
@@ -66,3 +67,8 @@ class LayersHook(BuildHookInterface):
             finder: "_specsweep_layers.py",
             pth: "_specsweep_layers.pth",
         }
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        scratch = getattr(self, "_scratch", None)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)  # the wheel holds copies now
