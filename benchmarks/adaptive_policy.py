@@ -1,7 +1,7 @@
 """Does the adaptive tier config specsweep exports from a step sweep deliver the per-level best?
 
 For each of three simulator profiles the script runs ONE sweep through the real flow
-(``flows.matrix_sweep.matrix_sweep`` in this process, on Prefect's ephemeral API, as
+(``specsweep.flows.matrix_sweep.matrix_sweep`` in this process, on Prefect's ephemeral API, as
 ``specsweep run matrix-sweep`` does): the baseline, static EAGLE-3 chains (num_steps 1, 2, 3
 and 5, topk 1), sglang's default tiers (``eagle3-adaptive-default``, listed explicitly so that
 they are measured where the export is refused too) and ``verify_policy: true``. That measures

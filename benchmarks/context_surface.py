@@ -3,7 +3,7 @@
 Issue 18, measured. On the simulator (``backend: simulator``, local target, profile
 ``default`` unless --profile) the script runs a step sweep (the baseline and EAGLE-3
 chains of --num-steps, topk 1, ``max_running_requests`` --mrr so every level up to 128 is
-a real batch) through the real flow (``flows.matrix_sweep.matrix_sweep`` in this process,
+a real batch) through the real flow (``specsweep.flows.matrix_sweep.matrix_sweep`` in this process,
 on Prefect's ephemeral API) twice, each into its own results directory under --out:
 
 - ``one-shape``: the first shape alone (input 512, output 256 by default);

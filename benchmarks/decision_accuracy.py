@@ -3,7 +3,7 @@
 Issue 27's accuracy gate: the answer on the simulator's profiles is no worse than before
 (winners, pivots within 15%), and the sequential measurement's extra server time is
 reported as a share of the run. For each profile the same step sweep runs twice through
-the real flow (``flows.matrix_sweep`` in this process, on Prefect's ephemeral API, as
+the real flow (``specsweep.flows.matrix_sweep`` in this process, on Prefect's ephemeral API, as
 ``specsweep run`` does), side by side:
 
 - **planned**: ``load.decide_budget_s: 0`` (every level exactly its planned passes: what a
@@ -202,7 +202,7 @@ def main() -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(out / "prefect"))
-    from flows.prefect_api import prepare_ephemeral_api
+    from specsweep.flows.prefect_api import prepare_ephemeral_api
 
     prepare_ephemeral_api()  # its database migrated before the server's startup wait
     say(f"{code_state(ROOT)}; results under {out}")

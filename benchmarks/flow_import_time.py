@@ -1,7 +1,7 @@
 """Import time of the module a fleet host's flow run loads, against the sweep's module.
 
 Every fleet variant is a new flow-run process that imports its flow before anything
-runs, so that import is paid once per variant per host. `flows.fleet_variant` keeps out
+runs, so that import is paid once per variant per host. `specsweep.flows.fleet_variant` keeps out
 what only the sweep needs (pandas, matplotlib, the report); this measures what that saves,
 alternating the two imports in fresh interpreters so machine load hits both alike:
 
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-MODULES = ("flows.fleet_variant", "flows.fleet_sweep")
+MODULES = ("specsweep.flows.fleet_variant", "specsweep.flows.fleet_sweep")
 
 
 def import_seconds(module: str) -> float:

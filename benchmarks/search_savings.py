@@ -1,7 +1,7 @@
 """How much server time does `search: adaptive` save against the full grid, with the same answer?
 
 For each of three simulator profiles the script runs the same config twice through the real
-flow (``flows.matrix_sweep.matrix_sweep`` in this process, on Prefect's ephemeral API, as
+flow (``specsweep.flows.matrix_sweep.matrix_sweep`` in this process, on Prefect's ephemeral API, as
 ``specsweep run matrix-sweep`` does), once with ``search: grid`` and once with ``search:
 adaptive``, each into its own results directory under --out. The config is a ``grid_sweep``
 of EAGLE-3 num_steps 1-8 x topk {1, 2, 4} (the baseline plus 24 variants; a chain drafts

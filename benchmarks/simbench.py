@@ -69,9 +69,9 @@ def time_scale(ref: str, levels: list[int], args: Any, mrr: int = 64) -> float:
 
 def run_sweep(config: Any) -> tuple[str | None, str | None]:
     """(run id, failure) of one matrix sweep in this process."""
-    from flows.matrix_sweep import matrix_sweep
-    from flows.target_lock import ensure_target_limit, target_lock_name
     from specsweep.errors import SweepFailed
+    from specsweep.flows.matrix_sweep import matrix_sweep
+    from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
 
     ensure_target_limit(target_lock_name(config))
     try:

@@ -32,15 +32,20 @@ from prefect.deployments.runner import EntrypointType, RunnerDeployment
 from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 
-from deployments.run_labels import Labeller, RunNamer
-from flows.matrix_sweep import matrix_sweep, matrix_sweep_run_name
-from flows.nightly_regression import nightly_regression, nightly_run_name
-from flows.step_sweep import step_sweep, step_sweep_run_name
-from flows.target_lock import LOCK_PREFIX, TARGET_SLOTS, ensure_target_limit, target_lock_name
-from flows.topk_sweep import topk_sweep, topk_sweep_run_name
 from specsweep.config import SweepConfig
 from specsweep.config.forms import SweepForm
 from specsweep.config.schedule import NightlySchedule
+from specsweep.deployments.run_labels import Labeller, RunNamer
+from specsweep.flows.matrix_sweep import matrix_sweep, matrix_sweep_run_name
+from specsweep.flows.nightly_regression import nightly_regression, nightly_run_name
+from specsweep.flows.step_sweep import step_sweep, step_sweep_run_name
+from specsweep.flows.target_lock import (
+    LOCK_PREFIX,
+    TARGET_SLOTS,
+    ensure_target_limit,
+    target_lock_name,
+)
+from specsweep.flows.topk_sweep import topk_sweep, topk_sweep_run_name
 
 DEFAULT_POOL = "specsweep"
 
@@ -161,8 +166,9 @@ def runner_deployments(
                     else None
                 ),
                 concurrency_limit=RUN_LIMIT,
-                # Runs import flows.<module> from the installed package: no code storage, and
-                # a worker or `serve` may start in any directory.
+                # Runs import specsweep.flows.<module> from the installed package: no code
+                # storage, and a worker or `serve` may start in any directory (even one that
+                # holds a `flows` package of its own).
                 entrypoint_type=EntrypointType.MODULE_PATH,
                 job_variables=job_variables,
                 enforce_parameter_schema=False,

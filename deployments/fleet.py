@@ -28,13 +28,13 @@ from prefect.events.schemas.automations import EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
 from prefect.exceptions import ObjectAlreadyExists
 
-from deployments.catalogue import DEFAULT_POOL, ensure_process_pool
-from deployments.fleet_worker import ensure_host_queue
-from flows.fleet_sweep import fleet_sweep
-from flows.fleet_variant import HOST_TAG, fleet_variant
-from flows.target_lock import ensure_target_limit, target_lock_name
 from specsweep.config import SweepConfig
 from specsweep.config.fleet import Fleet, check_sweep_pool, config_for_host
+from specsweep.deployments.catalogue import DEFAULT_POOL, ensure_process_pool
+from specsweep.deployments.fleet_worker import ensure_host_queue
+from specsweep.flows.fleet_sweep import fleet_sweep
+from specsweep.flows.fleet_variant import HOST_TAG, fleet_variant
+from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
 
 ZOMBIE_AUTOMATION = "specsweep: crash flow runs whose heartbeats stopped"
 

@@ -41,8 +41,8 @@ from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.responses import DeploymentResponse
 from prefect.client.schemas.sorting import FlowRunSort
 
-from flows.matrix_sweep import run_tags
-from flows.nightly_regression import schedule_timezone
+from specsweep.flows.matrix_sweep import run_tags
+from specsweep.flows.nightly_regression import schedule_timezone
 
 # (parameters, scheduled start time, the schedule's timezone) -> the run's name
 RunNamer = Callable[[Mapping[str, Any], datetime | None, str | None], str]

@@ -19,8 +19,8 @@ from prefect.settings import PREFECT_WORKER_HEARTBEAT_SECONDS
 from prefect.utilities.processutils import setup_signal_handlers_worker
 from prefect.workers.process import ProcessWorker
 
-from deployments.catalogue import CATALOGUE
-from deployments.run_labels import Labeller
+from specsweep.deployments.catalogue import CATALOGUE
+from specsweep.deployments.run_labels import Labeller
 
 LABEL_EVERY_S = 2.0
 

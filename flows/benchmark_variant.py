@@ -8,19 +8,24 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from flows.hooks import STOP_SERVERS_HOOKS
-from flows.prefect_secrets import use_prefect_secrets
-from flows.target_lock import target_lock
 from specsweep.analysis.sequential import MeasureMore
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.load import Shape
 from specsweep.errors import ServerDiedError
+from specsweep.flows.hooks import STOP_SERVERS_HOOKS
+from specsweep.flows.prefect_secrets import use_prefect_secrets
+from specsweep.flows.target_lock import target_lock
 from specsweep.pipeline import VariantServer
 from specsweep.results.rows import RunContext
-from tasks.benchmark import benchmark_level, calibrate_drift
-from tasks.decide import measure_more
-from tasks.search import skip_level
-from tasks.server import kill_stale_processes, launch_server, teardown_server, wait_for_health
+from specsweep.tasks.benchmark import benchmark_level, calibrate_drift
+from specsweep.tasks.decide import measure_more
+from specsweep.tasks.search import skip_level
+from specsweep.tasks.server import (
+    kill_stale_processes,
+    launch_server,
+    teardown_server,
+    wait_for_health,
+)
 
 
 def variant_label(value: object) -> str:

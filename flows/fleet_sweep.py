@@ -43,8 +43,6 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelled, Cancelling
 
-from flows.fleet_variant import FLEET_VARIANT, HOST_TAG, KIND
-from flows.run_records import begin_run, finish_run
 from specsweep.analysis.baselines import calibrate
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.fleet import Fleet, calibration_level, worker_name
@@ -52,8 +50,10 @@ from specsweep.config.plan import sweep_variants
 from specsweep.errors import ConfigError
 from specsweep.fleet.hosts import facts_from_value, facts_variable, host_queue
 from specsweep.fleet.plan import CALIBRATION, BaselinePlan, Decision, PinnedRun
+from specsweep.flows.fleet_variant import FLEET_VARIANT, HOST_TAG, KIND
+from specsweep.flows.run_records import begin_run, finish_run
 from specsweep.results.store import ResultsStore
-from tasks.search import plan_next_launch
+from specsweep.tasks.search import plan_next_launch
 
 
 def _host_of(run: FlowRun) -> str | None:

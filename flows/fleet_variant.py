@@ -12,9 +12,6 @@ from typing import Any
 from prefect import flow, get_run_logger, tags
 from prefect.runtime import flow_run
 
-from flows.benchmark_variant import benchmark_variant, variant_label
-from flows.hooks import FLEET_HOST_HOOKS
-from flows.prefect_secrets import use_prefect_secrets
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.fleet import (
     HOST_ENV,
@@ -23,9 +20,12 @@ from specsweep.config.fleet import (
     current_host,
 )
 from specsweep.errors import ConfigError, HostUnavailable
+from specsweep.flows.benchmark_variant import benchmark_variant, variant_label
+from specsweep.flows.hooks import FLEET_HOST_HOOKS
+from specsweep.flows.prefect_secrets import use_prefect_secrets
 from specsweep.results.rows import RunContext
 from specsweep.targets.preflight import check_host, mark_unavailable
-from tasks.server import check_sglang_version
+from specsweep.tasks.server import check_sglang_version
 
 FLEET_VARIANT = "fleet-variant/fleet-variant"  # flow name / deployment name
 KIND = "fleet-sweep"

@@ -16,10 +16,10 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.logging.loggers import flow_run_logger
 from prefect.states import State
 
-from flows.prefect_secrets import use_prefect_secrets
 from specsweep.config import SweepConfig
 from specsweep.config.fleet import Fleet, config_for_host, current_host
 from specsweep.config.forms import sweep_config
+from specsweep.flows.prefect_secrets import use_prefect_secrets
 from specsweep.pipeline import kill_stale_servers
 from specsweep.targets.cleanup import CleanupReport
 from specsweep.targets.gpus import simulated_gpus

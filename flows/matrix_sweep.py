@@ -14,16 +14,16 @@ from typing import Any
 from prefect import flow, get_run_logger, tags
 from prefect.runtime import flow_run
 
-from flows.benchmark_variant import benchmark_variant
-from flows.hooks import STOP_SERVERS_HOOKS
-from flows.run_records import begin_run, finish_run, first_line
 from specsweep.config import SweepConfig, Variant
 from specsweep.config.forms import MatrixSweepForm, sweep_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import SpecsweepError
-from tasks.policy import export_policy, steps_zero_reference
-from tasks.search import plan_next_launch
-from tasks.server import check_sglang_version
+from specsweep.flows.benchmark_variant import benchmark_variant
+from specsweep.flows.hooks import STOP_SERVERS_HOOKS
+from specsweep.flows.run_records import begin_run, finish_run, first_line
+from specsweep.tasks.policy import export_policy, steps_zero_reference
+from specsweep.tasks.search import plan_next_launch
+from specsweep.tasks.server import check_sglang_version
 
 
 def run_sweep(

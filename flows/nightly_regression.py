@@ -22,15 +22,15 @@ from prefect.context import FlowRunContext
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
 
-from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import matrix_sweep, named_config, raw_target
 from specsweep.analysis.params import RegressionPolicy
 from specsweep.config.forms import MatrixSweepForm
 from specsweep.config.schedule import local_time
 from specsweep.errors import RegressionDetected, SweepFailed
+from specsweep.flows.hooks import STOP_SERVERS_HOOKS
+from specsweep.flows.matrix_sweep import matrix_sweep, named_config, raw_target
 from specsweep.results.store import ResultsStore, new_run_id
-from tasks.answer import publish_answer
-from tasks.regression import emit_regression_event, judge_decisions, judge_regression
+from specsweep.tasks.answer import publish_answer
+from specsweep.tasks.regression import emit_regression_event, judge_decisions, judge_regression
 
 
 def nightly_run_id() -> str:

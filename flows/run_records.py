@@ -24,8 +24,8 @@ from specsweep.results.preflight import check_results_dir
 from specsweep.results.rows import RunContext
 from specsweep.results.runs import run_row
 from specsweep.results.store import ResultsStore, new_run_id
+from specsweep.tasks.answer import publish_answer
 from specsweep.workloads.preflight import check_load
-from tasks.answer import publish_answer
 
 
 def first_line(exc: BaseException) -> str:

@@ -7,10 +7,10 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import preset_run_name, run_sweep
 from specsweep.config.forms import StepSweepForm
 from specsweep.config.plan import sweep_variants
+from specsweep.flows.hooks import STOP_SERVERS_HOOKS
+from specsweep.flows.matrix_sweep import preset_run_name, run_sweep
 
 __all__ = ["step_sweep", "step_sweep_run_name"]
 

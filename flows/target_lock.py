@@ -27,9 +27,9 @@ from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectNotFound
 from prefect.settings import PREFECT_API_URL
 
-from flows import lock_holder
 from specsweep.config import SweepConfig
 from specsweep.errors import SpecsweepError, TargetLockMissing
+from specsweep.flows import lock_holder
 from specsweep.targets.gpus import simulated_gpus
 
 LOCK_PREFIX = "specsweep-target-"

@@ -7,10 +7,10 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.hooks import STOP_SERVERS_HOOKS
-from flows.matrix_sweep import preset_run_name, run_sweep
 from specsweep.config.forms import TopkSweepForm
 from specsweep.config.plan import sweep_variants
+from specsweep.flows.hooks import STOP_SERVERS_HOOKS
+from specsweep.flows.matrix_sweep import preset_run_name, run_sweep
 
 # What the form asked for, whenever the run was created or started (also the worker's name).
 topk_sweep_run_name = preset_run_name(

@@ -144,6 +144,24 @@ def sim_config(tmp_path: Path, port: int):
     return parse_config(sim_config_data(tmp_path, port))
 
 
+USER_PACKAGES = ("flows", "tasks", "deployments")
+
+
+def write_user_packages(directory: Path) -> None:
+    """A Prefect project's own `flows`, `tasks` and `deployments` packages in ``directory``,
+    with a module of each name specsweep's folders hold that fails when imported: specsweep
+    (specsweep.flows, ...) must never import them, nor shadow them (issue 28)."""
+    repo = Path(__file__).resolve().parents[1]
+    for name in USER_PACKAGES:
+        package = directory / name
+        package.mkdir()
+        (package / "__init__.py").write_text(f'"""The user\'s own {name}."""\nOWNER = "user"\n')
+        for module in (repo / name).glob("*.py"):
+            if module.name != "__init__.py":
+                what = f"the user's {name}.{module.stem}"
+                (package / module.name).write_text(f"raise ImportError({what!r})\n")
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real OpenSSH server on 127.0.0.1 (key auth, its own known_hosts), one per session."""

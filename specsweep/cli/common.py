@@ -97,7 +97,7 @@ def ephemeral_api_ready() -> None:
     database created and migrated here, before the first Prefect call starts the temporary
     server, whose startup wait a first migration outlasts (flows/prefect_api.py)."""
     prefect_env()
-    from flows.prefect_api import prepare_ephemeral_api
+    from specsweep.flows.prefect_api import prepare_ephemeral_api
 
     started = time.monotonic()
     if prepare_ephemeral_api():

@@ -52,7 +52,7 @@ def limits_create(config: ConfigOpt) -> None:
     prefect_env()
     cfg = _config(config)
     url = api_url()
-    from flows.target_lock import ensure_target_limit, target_lock_name
+    from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
 
     name = target_lock_name(cfg)
     try:
@@ -71,7 +71,7 @@ def serve(
     prefect_env()
     cfg = _config(config)
     api_url()
-    from deployments.catalogue import serve_all
+    from specsweep.deployments.catalogue import serve_all
 
     serve_all(cfg, _schedule(cron, timezone))
 
@@ -86,8 +86,8 @@ def deploy(
     prefect_env()
     cfg = _config(config)
     url = api_url()
-    from deployments.catalogue import CATALOGUE, deploy_all
-    from flows.target_lock import target_lock_name
+    from specsweep.deployments.catalogue import CATALOGUE, deploy_all
+    from specsweep.flows.target_lock import target_lock_name
 
     deploy_all(cfg, pool, _schedule(cron, timezone))
     for entry in CATALOGUE:
@@ -113,7 +113,7 @@ def worker(
     as soon as it is created (`prefect worker start` names them only when they start)."""
     prefect_env()
     url = api_url()
-    from deployments.worker import run_worker
+    from specsweep.deployments.worker import run_worker
 
     console.print(f"worker on pool {pool}, API {url}: names new runs every {label_every:g} s")
     run_worker(pool, name, limit, label_every)

@@ -43,7 +43,7 @@ ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Sweep YAML: wha
 
 def _use_prefect_secrets() -> None:
     """Hosts' SSH keys may live in Prefect Secret blocks, read through the Prefect API."""
-    from flows.prefect_secrets import use_prefect_secrets
+    from specsweep.flows.prefect_secrets import use_prefect_secrets
 
     use_prefect_secrets()
 
@@ -102,7 +102,7 @@ def deploy(
     except ConfigError as exc:
         raise fail(exc) from None
     url = api_url()
-    from deployments.fleet import ZOMBIE_AUTOMATION, deploy_fleet
+    from specsweep.deployments.fleet import ZOMBIE_AUTOMATION, deploy_fleet
 
     try:
         ids = deploy_fleet(cfg, fl, sweep_pool=sweep_pool)
@@ -150,7 +150,7 @@ def worker(
             raise typer.Exit(1) from None
         console.print(f"host {host}: ok ({facts.gpu_count or '?'} x {facts.gpu_name or '?'})")
     api_url()
-    from deployments.fleet_worker import publish_facts, run_host_worker
+    from specsweep.deployments.fleet_worker import publish_facts, run_host_worker
 
     # The sweep groups hosts by GPU kind from these before anything runs; unchecked, a host
     # has an unknown kind (it measures its own baseline), never a stale one.
@@ -186,7 +186,7 @@ def run(
     except ConfigError as exc:
         raise fail(exc) from None
     api_url()
-    from flows.fleet_sweep import fleet_sweep
+    from specsweep.flows.fleet_sweep import fleet_sweep
     from specsweep.results.store import ResultsStore
 
     try:

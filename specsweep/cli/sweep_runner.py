@@ -23,10 +23,12 @@ def run_sweep_now(kind: SweepKind, config: SweepConfig, run_id: str | None, forc
     except ConfigError as exc:
         raise fail(exc) from None
     ephemeral_api_ready()
-    # Prefect loads only when running: flows.<kind> holds the flow of the same name.
-    from flows.target_lock import ensure_target_limit, target_lock_name
+    # Prefect loads only when running: specsweep.flows.<kind> holds the flow of the same name.
+    from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
 
-    sweep_flow = getattr(import_module(f"flows.{kind.replace('-', '_')}"), kind.replace("-", "_"))
+    sweep_flow = getattr(
+        import_module(f"specsweep.flows.{kind.replace('-', '_')}"), kind.replace("-", "_")
+    )
     try:
         ensure_target_limit(target_lock_name(config))  # this run's API, ephemeral or not
         with level_progress_bar():

@@ -1,7 +1,8 @@
 """One real Prefect stack per session: `prefect server start` (SQLite, its own
 PREFECT_HOME) on a loopback port, `specsweep deploy`, and `specsweep worker` (Prefect's
 process worker that also names new runs), all as separate processes talking HTTP,
-exactly as a user runs them.
+exactly as a user runs them, in a project directory that holds its own `flows`, `tasks`
+and `deployments` packages.
 
 `pg_prefect` is the same server on PostgreSQL (a cluster from Debian's packages on
 127.0.0.1, tests/postgres.py), with nothing deployed: tests deploy and start their own
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import free_port, sim_config_data
+from tests.conftest import free_port, sim_config_data, write_user_packages
 from tests.postgres import postgres_cluster
 from tests.prefect_server import BIN, PrefectApi, PrefectServer, prefect_server
 from tests.prefect_server import start_process as _start
@@ -65,6 +66,9 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectS
     root = tmp_path_factory.mktemp("prefect-e2e")
     project = root / "project"
     project.mkdir()
+    # A Prefect project of the user's, with its own flows/ tasks/ deployments/ packages:
+    # deploy, the worker and every run it starts work in it (issue 28).
+    write_user_packages(project)
     worker = None
     with prefect_server(root) as server:
         try:

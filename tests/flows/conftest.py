@@ -1,7 +1,7 @@
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.target_lock import ensure_target_limit
+from specsweep.flows.target_lock import ensure_target_limit
 
 # Target names the flow tests use (tests/conftest.py's sim config is "test-host").
 TEST_TARGETS = ("test-host", "local", "local-sim")

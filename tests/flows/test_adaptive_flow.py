@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from flows.step_sweep import step_sweep
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
 from specsweep.errors import SweepFailed, UnsupportedByVersion
+from specsweep.flows.step_sweep import step_sweep
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
@@ -111,7 +111,7 @@ def test_a_target_without_the_flag_is_refused_before_any_launch(tmp_path, port):
     data["server"]["env"]["SPECSWEEP_SIM_SGLANG_VERSION"] = "0.5.9"
     data["variants"] = [{"algorithm": "EAGLE3", "draft_model_path": "sim/d", "adaptive": True}]
     config = parse_config(data)
-    from flows.matrix_sweep import matrix_sweep
+    from specsweep.flows.matrix_sweep import matrix_sweep
 
     with pytest.raises(UnsupportedByVersion) as exc:
         matrix_sweep(config)
@@ -141,7 +141,7 @@ def test_a_server_that_falls_back_to_static_params_fails_its_variant(tmp_path, p
          "extra_args": ["--enable-dp-attention", "--dp-size", "2"]},
     ]  # fmt: skip
     config = parse_config(data)
-    from flows.matrix_sweep import matrix_sweep
+    from specsweep.flows.matrix_sweep import matrix_sweep
 
     with pytest.raises(SweepFailed) as exc:
         matrix_sweep(config, run_id="fallback")

@@ -6,9 +6,9 @@ import psutil
 from prefect.client.schemas.objects import FlowRun
 from prefect.states import Cancelled
 
-from flows.benchmark_variant import benchmark_variant
-from flows.hooks import kill_recorded_servers
 from specsweep.config.plan import BASELINE
+from specsweep.flows.benchmark_variant import benchmark_variant
+from specsweep.flows.hooks import kill_recorded_servers
 from specsweep.targets.local import LocalRunner
 from tests.integration.sim_server import variant_server
 

@@ -1,6 +1,6 @@
 from prefect.utilities.callables import parameter_schema
 
-from deployments.catalogue import CATALOGUE, runner_deployments
+from specsweep.deployments.catalogue import CATALOGUE, runner_deployments
 
 
 def test_every_entry_resolves_to_a_deployment_with_a_config_form():
@@ -23,14 +23,16 @@ def test_nightly_schedule_and_form_defaults_come_from_the_config(sim_config):
     assert nightly.active
     for d in deployments.values():
         assert d.parameters["config"]["target"]["name"] == "test-host"
-        assert d.entrypoint == f"flows.{d.name.replace('-', '_')}.{d.name.replace('-', '_')}"
+        assert (
+            d.entrypoint == f"specsweep.flows.{d.name.replace('-', '_')}.{d.name.replace('-', '_')}"
+        )
     # Without a config a scheduled run would have nothing to run: registered, but paused.
     [bare] = {d.name: d for d in runner_deployments()}["nightly-regression"].schedules
     assert not bare.active
 
 
 def test_each_form_puts_run_id_first_and_holds_only_what_its_flow_reads(sim_config):
-    from flows.step_sweep import step_sweep_run_name
+    from specsweep.flows.step_sweep import step_sweep_run_name
 
     deployments = {d.name: d for d in runner_deployments(sim_config)}
     for d in deployments.values():

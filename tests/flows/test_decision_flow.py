@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from flows.step_sweep import step_sweep
 from specsweep.analysis.answer import analyze_run, cell_answers
 from specsweep.analysis.decision import HEADLINE_COLUMNS
 from specsweep.cli import app
 from specsweep.config.file import parse_config
+from specsweep.flows.step_sweep import step_sweep
 from specsweep.report.decision_view import decision_rows
 from specsweep.report.render import answer_markdown
 from specsweep.results.store import ResultsStore

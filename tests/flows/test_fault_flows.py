@@ -14,10 +14,10 @@ import pytest
 import yaml
 from prefect.settings import PREFECT_API_URL
 
-from flows.matrix_sweep import matrix_sweep
 from specsweep.config import Variant
 from specsweep.config.file import parse_config
 from specsweep.errors import SweepFailed
+from specsweep.flows.matrix_sweep import matrix_sweep
 from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data

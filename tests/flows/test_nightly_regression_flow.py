@@ -13,13 +13,13 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from prefect.events.clients import AssertingEventsClient
 from prefect.testing.fixtures import asserting_events_worker  # noqa: F401 - a fixture
 
-from flows.nightly_regression import nightly_regression, nightly_run_id
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
 from specsweep.errors import RegressionDetected
+from specsweep.flows.nightly_regression import nightly_regression, nightly_run_id
 from specsweep.report.render import report_link
 from specsweep.results.store import ResultsStore
-from tasks.regression import DECISION_EVENT, DECISIONS_KEY, REGRESSION_EVENT
+from specsweep.tasks.regression import DECISION_EVENT, DECISIONS_KEY, REGRESSION_EVENT
 from tests.conftest import sim_config_data
 from tests.synthetic_levels import SPEC, baseline_tput, level_row, night, write
 
@@ -137,7 +137,7 @@ def test_a_decision_that_moved_is_published_and_emitted_beside_the_regression(
 
 
 def test_a_failure_judging_the_decisions_keeps_the_regression_verdict(tmp_path, port, monkeypatch):
-    import flows.nightly_regression as nightly
+    import specsweep.flows.nightly_regression as nightly
 
     def broken(*args, **kwargs):
         raise RuntimeError("decisions broke")

@@ -22,7 +22,7 @@ from prefect.settings import (
     temporary_settings,
 )
 
-from flows.prefect_api import MARKER, prepare_ephemeral_api
+from specsweep.flows.prefect_api import MARKER, prepare_ephemeral_api
 from tests.conftest import sim_config_data
 
 

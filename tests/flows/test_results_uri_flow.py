@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.step_sweep import step_sweep
 from specsweep.config.file import parse_config
+from specsweep.flows.step_sweep import step_sweep
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from flows.matrix_sweep import matrix_sweep
-from flows.nightly_regression import nightly_regression
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
+from specsweep.flows.matrix_sweep import matrix_sweep
+from specsweep.flows.nightly_regression import nightly_regression
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault

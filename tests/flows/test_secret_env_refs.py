@@ -8,9 +8,9 @@ import psutil
 import pytest
 from prefect.blocks.system import Secret
 
-from flows.prefect_secrets import use_prefect_secrets
 from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
+from specsweep.flows.prefect_secrets import use_prefect_secrets
 from specsweep.results.runs import redacted_config_json
 from tests.conftest import sim_config_data
 from tests.integration.sim_server import variant_server

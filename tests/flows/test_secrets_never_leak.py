@@ -22,10 +22,10 @@ import pytest
 from prefect.states import State
 from typer.testing import CliRunner
 
-from flows.step_sweep import step_sweep
-from flows.target_lock import ensure_target_limit
 from specsweep.cli import app
 from specsweep.config.file import parse_config
+from specsweep.flows.step_sweep import step_sweep
+from specsweep.flows.target_lock import ensure_target_limit
 from specsweep.targets.ssh.session import SshSession
 from tests.conftest import sim_config_data
 from tests.flows.api_records import run_artifacts, run_logs

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from flows.step_sweep import step_sweep
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
+from specsweep.flows.step_sweep import step_sweep
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 

@@ -8,9 +8,9 @@ import uuid
 import pytest
 from prefect.blocks.system import Secret
 
-from flows.step_sweep import step_sweep
-from flows.target_lock import ensure_target_limit
 from specsweep.config.file import parse_config
+from specsweep.flows.step_sweep import step_sweep
+from specsweep.flows.target_lock import ensure_target_limit
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 from tests.flows.api_records import run_logs

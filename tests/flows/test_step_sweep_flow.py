@@ -10,12 +10,12 @@ import sys
 import psutil
 import pytest
 
-from flows.benchmark_variant import benchmark_variant
-from flows.step_sweep import step_sweep
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
 from specsweep.errors import ServerDiedError, SweepFailed
+from specsweep.flows.benchmark_variant import benchmark_variant
+from specsweep.flows.step_sweep import step_sweep
 from specsweep.report.evidence import target_ci_line
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore

@@ -10,11 +10,11 @@ import uuid
 import pytest
 from prefect.concurrency.sync import concurrency
 
-from flows.benchmark_variant import benchmark_variant
-from flows.target_lock import ensure_target_limit, target_lock_name
 from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
 from specsweep.errors import TargetLockMissing
+from specsweep.flows.benchmark_variant import benchmark_variant
+from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
 from specsweep.results.rows import RunContext
 from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner

@@ -7,7 +7,10 @@
 - the simulator imports nothing of the engine: it stands in for sglang; it may read the
   bundled prompt set (specsweep.workloads' data modules), as a real model sees the text;
 - no import cycles, one exception hierarchy (specsweep/errors.py), and tasks/ holds
-  Prefect tasks only.
+  Prefect tasks only;
+- the folders flows/, tasks/ and deployments/ install as specsweep.flows,
+  specsweep.tasks and specsweep.deployments (pyproject.toml, hatch_build.py): no code
+  imports them by a top-level name, which would be a user's package of that name.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,12 +29,27 @@ import pytest
 import specsweep
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("specsweep", "tasks", "flows", "deployments")
+# The repository's folder of each layer, and the package it installs as.
+LAYERS = {
+    "specsweep": "specsweep",
+    "tasks": "specsweep.tasks",
+    "flows": "specsweep.flows",
+    "deployments": "specsweep.deployments",
+}
+PREFECT_LAYERS = ("specsweep.tasks", "specsweep.flows", "specsweep.deployments")
+
+
+def _under(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
 
 
 def modules(package: str) -> list[str]:
+    """The modules of ``package``; of `specsweep`, the engine's alone (the Prefect layers
+    install beside it: a wheel holds them in specsweep/, the checkout keeps them apart)."""
     pkg = importlib.import_module(package)
     names = [package] + [m.name for m in pkgutil.walk_packages(pkg.__path__, package + ".")]
+    if package == "specsweep":
+        names = [m for m in names if not _under(m, PREFECT_LAYERS)]
     return [m for m in names if not m.endswith("__main__")]
 
 
@@ -65,11 +84,11 @@ def test_the_answer_needs_no_code_that_runs_on_gpu_hosts():
 
 
 def _module_files() -> Iterator[tuple[str, Path]]:
-    for layer in LAYERS:
-        for path in sorted((ROOT / layer).rglob("*.py")):
-            rel = path.relative_to(ROOT).with_suffix("")
+    for folder, package in LAYERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
             parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-            yield ".".join(parts), path
+            yield ".".join((package, *parts)), path
 
 
 def _imports(path: Path, known: set[str]) -> Iterator[str]:
@@ -120,20 +139,49 @@ def test_the_simulator_imports_nothing_of_the_engine():
 @pytest.mark.parametrize(
     ("layer", "forbidden"),
     [
-        ("specsweep", ("tasks", "flows", "deployments")),
-        ("tasks", ("flows", "deployments")),
-        ("flows", ("deployments",)),
+        ("specsweep", PREFECT_LAYERS),
+        ("specsweep.tasks", ("specsweep.flows", "specsweep.deployments")),
+        ("specsweep.flows", ("specsweep.deployments",)),
     ],
 )
 def test_no_layer_imports_a_layer_above_it(layer, forbidden):
     """specsweep/cli/ is exempt: the command line sits on top of every layer (it runs
     flows and registers deployments, importing them inside its commands)."""
-    for name, deps in _graph().items():
+    graph = _graph()
+    assert any(_under(name, PREFECT_LAYERS) for name in graph)
+    for name, deps in graph.items():
         if name.startswith("specsweep.cli"):
             continue
-        if name == layer or name.startswith(layer + "."):
-            above = sorted(d for d in deps if d.split(".")[0] in forbidden)
+        if layer == "specsweep" and _under(name, PREFECT_LAYERS):
+            continue  # the engine is specsweep/ less the layers installed beside it
+        if _under(name, (layer,)):
+            above = sorted(d for d in deps if _under(d, forbidden))
             assert above == [], f"{name} imports {above}"
+
+
+_TOP_LEVEL_NAMES = ("flows", "tasks", "deployments")
+_DOTTED = re.compile(r"^(flows|tasks|deployments)\.[a-z_]")
+
+
+def test_nothing_imports_the_layers_by_a_top_level_name():
+    """`flows`, `tasks` and `deployments` are a user's packages: ours are specsweep.*.
+    Imports, and strings that name a module (import_module, monkeypatch targets)."""
+    stray = []
+    for folder in (*LAYERS, "tests", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    names = [node.value] if _DOTTED.match(node.value) else []
+                else:
+                    continue
+                for name in names:
+                    if name.split(".")[0] in _TOP_LEVEL_NAMES:
+                        stray.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    assert stray == []
 
 
 def test_no_import_cycles():
@@ -185,7 +233,7 @@ def test_one_exception_hierarchy():
 def test_tasks_holds_prefect_tasks_only():
     from prefect import Task
 
-    for name in modules("tasks"):
+    for name in modules("specsweep.tasks"):
         module = __import__(name, fromlist=["_"])
         public = {
             key: value

@@ -16,17 +16,17 @@ from prefect.client.schemas.responses import DeploymentResponse
 from prefect.client.schemas.schedules import CronSchedule
 from prefect.deployments.runner import RunnerDeployment
 
-from deployments.catalogue import CATALOGUE, runner_deployments
-from deployments.run_labels import wanted_label
-from flows.matrix_sweep import _run_name as matrix_run_name
-from flows.matrix_sweep import matrix_sweep_run_name
-from flows.nightly_regression import _run_name as nightly_run_name_at_start
-from flows.nightly_regression import nightly_run_name
-from flows.step_sweep import _run_name as step_run_name
-from flows.step_sweep import step_sweep_run_name
-from flows.topk_sweep import _run_name as topk_run_name
-from flows.topk_sweep import topk_sweep_run_name
 from specsweep.config.schedule import NightlySchedule
+from specsweep.deployments.catalogue import CATALOGUE, runner_deployments
+from specsweep.deployments.run_labels import wanted_label
+from specsweep.flows.matrix_sweep import _run_name as matrix_run_name
+from specsweep.flows.matrix_sweep import matrix_sweep_run_name
+from specsweep.flows.nightly_regression import _run_name as nightly_run_name_at_start
+from specsweep.flows.nightly_regression import nightly_run_name
+from specsweep.flows.step_sweep import _run_name as step_run_name
+from specsweep.flows.step_sweep import step_sweep_run_name
+from specsweep.flows.topk_sweep import _run_name as topk_run_name
+from specsweep.flows.topk_sweep import topk_sweep_run_name
 
 
 def by_name(deployments: list[RunnerDeployment]) -> dict[str, RunnerDeployment]:

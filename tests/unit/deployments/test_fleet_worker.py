@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deployments.fleet_worker import HostGate
+from specsweep.deployments.fleet_worker import HostGate
 from specsweep.errors import HostUnavailable
 
 
@@ -47,7 +47,7 @@ def uptime(request, monkeypatch):
     """time.monotonic() counts from boot: a worker restarted with its host reads a few
     seconds, one on a long-running host a large number; the gate must work with both."""
     clock = [request.param]
-    monkeypatch.setattr("deployments.fleet_worker.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("specsweep.deployments.fleet_worker.time.monotonic", lambda: clock[0])
     return clock
 
 

@@ -11,12 +11,12 @@ import pytest
 from prefect.client.schemas.objects import CreatedBy, DeploymentSchedule
 from prefect.client.schemas.schedules import CronSchedule
 
-from flows.matrix_sweep import matrix_sweep_run_name, run_tags, short_list
-from flows.nightly_regression import nightly_run_name, schedule_timezone
-from flows.step_sweep import step_sweep_run_name
-from flows.topk_sweep import topk_sweep_run_name
 from specsweep.config.file import parse_config
 from specsweep.config.schedule import NightlySchedule, local_time
+from specsweep.flows.matrix_sweep import matrix_sweep_run_name, run_tags, short_list
+from specsweep.flows.nightly_regression import nightly_run_name, schedule_timezone
+from specsweep.flows.step_sweep import step_sweep_run_name
+from specsweep.flows.topk_sweep import topk_sweep_run_name
 from tests.conftest import sim_config_data
 
 

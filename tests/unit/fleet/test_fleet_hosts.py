@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from prefect.types.names import raise_on_name_alphanumeric_dashes_underscores_only
 
-from flows.fleet_variant import only_levels
 from specsweep.config.file import parse_config
 from specsweep.errors import ConfigError
 from specsweep.fleet.hosts import facts_from_value, facts_value, facts_variable, host_queue
+from specsweep.flows.fleet_variant import only_levels
 from specsweep.targets.server_facts import ServerFacts
 from tests.conftest import sim_config_data
 

@@ -243,7 +243,7 @@ def test_a_text_table_wraps_its_text_to_stay_under_the_log_width():
 
 
 def test_a_publish_links_the_html_only_where_it_is_served(store, answer, files, monkeypatch):
-    import tasks.answer as task
+    import specsweep.tasks.answer as task
 
     made: dict[str, list[tuple]] = {}
 

@@ -185,7 +185,7 @@ def test_answer_artifact_has_the_surface_and_each_shapes_policy(answer):
 
 
 def test_publish_answer_returns_every_shape(store, tmp_path, monkeypatch):
-    import tasks.answer as task
+    import specsweep.tasks.answer as task
 
     published = {}
     for name in ("create_table_artifact", "create_markdown_artifact", "create_link_artifact"):
