@@ -339,11 +339,11 @@ def shapes_html(answer: Answer, pngs: dict[str, bytes]) -> list[str]:
 
 def write_report(answer: Answer, out_dir: Path, inline: bool = False) -> ReportFiles:
     """report.html (self-contained), report.md and plots/*.png under out_dir; `inline`:
-    each plot also as a small PNG to embed in a page (ReportFiles.inline), drawn from the
-    same figure."""
+    each plot also as a small PNG to embed in a page (ReportFiles.inline), resampled from
+    the same drawing."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = render_figures(answer)
-    pngs = {name: png(fig) for name, fig in figures.items()}  # before inline_png redraws
+    pngs = {name: png(fig) for name, fig in figures.items()}
     plot_dir = out_dir / "plots"
     plot_dir.mkdir(exist_ok=True)
     plot_files = {}
@@ -356,7 +356,7 @@ def write_report(answer: Answer, out_dir: Path, inline: bool = False) -> ReportF
     md_path.write_text(
         markdown(answer, {n: f"plots/{p.name}" for n, p in plot_files.items()}), encoding="utf-8"
     )
-    small = {name: inline_png(fig) for name, fig in figures.items()} if inline else {}
+    small = {name: inline_png(data) for name, data in pngs.items()} if inline else {}
     return ReportFiles(html_path, md_path, plot_files, small)
 
 
