@@ -126,9 +126,12 @@ def sim_config_data(tmp_path: Path, port: int, **sections: Any) -> dict[str, Any
             "output_len": 16,
             "requests_per_stream": 2,
             "min_requests": 4,
-            # measuring more is tested on its own (tests/flows/test_decision_flow.py); here
-            # every level gets exactly its planned passes, fast and as each test counts them
+            # measuring more and the drift calibration are tested on their own
+            # (tests/flows/test_decision_flow.py, tests/unit/test_pipeline_calibration.py);
+            # here every level gets exactly its planned passes, fast and as each test counts
+            # them, and no calibration passes before the first level
             "decide_budget_s": 0,
+            "calibrate_drift": False,
         },
     }
     for key, value in sections.items():

@@ -24,7 +24,7 @@ def test_a_sweep_measures_more_where_it_decides_and_every_view_agrees(tmp_path, 
         tmp_path,
         port,
         load={"input_len": [64, 256], "output_len": 32, "concurrency": [1, 16],
-              "decide_budget_s": 30},
+              "decide_budget_s": 30, "calibrate_drift": True},
     )  # fmt: skip
     # simulated time at a fifth of real time: the answer is the model's, not the CPU's (at a
     # twentieth a loaded machine starves the servers and flattens speculation's lead)
@@ -35,6 +35,10 @@ def test_a_sweep_measures_more_where_it_decides_and_every_view_agrees(tmp_path, 
     levels = store.read_levels(run_id)
     # the baseline is the reference of every ratio: its levels are measured to ±2% or more
     # passes were pooled into them (the row says how many)
+    # every level's interval carries the drift the run's calibration measured (the product's
+    # default path; the other flow tests skip the calibration to save its passes)
+    assert set(levels["throughput_drift_source"]) == {"calibrated"}
+    assert levels["throughput_drift"].nunique() == 1 and levels["throughput_drift"].iloc[0] > 0
     base = levels[levels["variant"] == "baseline"]
     half = (base["output_throughput_hi"] - base["output_throughput_lo"]) / 2
     assert ((half / base["output_throughput"] <= 0.02) | (base["repeats"] > 1)).all()

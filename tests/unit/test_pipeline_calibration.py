@@ -50,7 +50,11 @@ class LevelHost:
 
 def _servers(tmp_path, host: LevelHost, **load: Any) -> tuple[VariantServer, VariantServer]:
     """The run's baseline and its speculative variant, both on `host`, ready."""
-    config = parse_config(sim_config_data(tmp_path, 1, load={"concurrency": [1, 4, 16], **load}))
+    config = parse_config(
+        sim_config_data(
+            tmp_path, 1, load={"concurrency": [1, 4, 16], "calibrate_drift": True, **load}
+        )
+    )
     ctx = RunContext("r1", "step_sweep", "test", "test-host")
     out = []
     for variant in sweep_variants(config):
