@@ -23,6 +23,7 @@ from specsweep.cli.common import (
 from specsweep.cli.sweep_runner import run_sweep_now
 from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
+from specsweep.config.versions import features_needed, shown
 from specsweep.search.seeds import search_plan_text
 from specsweep.workloads.loaders import workload_label
 from specsweep.workloads.preflight import check_load
@@ -93,6 +94,13 @@ def plan(
         f" x {len(shapes)} shapes" if len(shapes) > 1 else ""
     )
     console.print(f"{len(variants)} variants x {cells}")
+    verify = cfg.verify_policy is not None
+    for who, feature in features_needed(variants, verify):
+        console.print(
+            f"[yellow]note:[/] {who} needs {feature.what} (sglang >= {shown(feature.since)}); "
+            "the target's sglang is asked before the first launch",
+            soft_wrap=True,
+        )
     for note in check_load(cfg, variants):
         console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if cfg.search.adaptive:

@@ -168,6 +168,12 @@ def _check_unique_labels(variants: list[Variant]) -> None:
 
 def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
     _check_unique_labels(variants)
+    uno = [v.label for v in variants if v.algorithm == "UNO"]
+    if uno and config.server.tp != 1:
+        raise ConfigError(
+            f"UNO requires TP=PP=1 (sglang refuses it); server.tp is {config.server.tp} "
+            f"(for: {', '.join(uno)})"
+        )
     speculative = [v for v in variants if not v.is_baseline]
     if not speculative:
         return

@@ -13,7 +13,7 @@ from specsweep.config.common import (
     ExtraArgs,
     PositiveInt,
     SchemaAlsoAccepts,
-    SpecAlgorithm,
+    TreeAlgorithm,
     _Model,
 )
 from specsweep.config.load import LoadSpec
@@ -27,7 +27,7 @@ from specsweep.results.location import results_root_value
 class StepSweep(_Model):
     """Baseline plus one speculative variant per num_steps, at a fixed topk."""
 
-    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    algorithm: TreeAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: list[PositiveInt] = Field(
         [1, 2, 3], min_length=1, description="One variant per value (--speculative-num-steps)."
@@ -65,7 +65,7 @@ class TopkSweep(_Model):
     drafts its full size num_steps*topk+1, capped at `max_draft_tokens`.
     """
 
-    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    algorithm: TreeAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: PositiveInt = Field(3, description="--speculative-num-steps, fixed for the sweep.")
     topk: list[PositiveInt] = Field(
@@ -125,7 +125,7 @@ class GridSweep(_Model):
     (sglang forces it); a tree drafts its full size num_steps*topk+1, capped at
     max_draft_tokens."""
 
-    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    algorithm: TreeAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: list[PositiveInt] = Field(
         [1, 2, 3, 4, 5, 6, 7, 8], min_length=1, description="--speculative-num-steps values."
