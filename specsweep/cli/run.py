@@ -49,6 +49,14 @@ def run_topk_sweep(
     run_sweep_now("topk-sweep", load_sweep(config, set_, "topk-sweep"), run_id, force)
 
 
+@run_app.command("algorithm-sweep")
+def run_algorithm_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Baseline plus, per enabled algorithm, its settings (the algorithm_sweep section)."""
+    run_sweep_now("algorithm-sweep", load_sweep(config, set_, "algorithm-sweep"), run_id, force)
+
+
 @run_app.command("matrix-sweep")
 def run_matrix_sweep(
     config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
@@ -70,7 +78,10 @@ def plan(
     config: ConfigOpt,
     set_: SetOpt = None,
     sweep: Annotated[
-        str, typer.Option(help="step-sweep, topk-sweep or matrix-sweep (every section).")
+        str,
+        typer.Option(
+            help="step-sweep, topk-sweep, algorithm-sweep or matrix-sweep (every section)."
+        ),
     ] = "matrix-sweep",
 ) -> None:
     """Validate a config and print what would run, without launching anything."""

@@ -19,14 +19,11 @@ draft's architecture before the launch, so name FROZEN_KV_MTP yourself for such 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import Field, field_validator
 
 from specsweep.config.common import PositiveInt, _check_path_value, _Model
-
-if TYPE_CHECKING:
-    from specsweep.config.variant import Variant
 
 TREE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP")
 BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")
@@ -110,6 +107,26 @@ class NgramSettings(_Model):
             if self.external_corpus_max_tokens != default.external_corpus_max_tokens:
                 part += f"-ct{self.external_corpus_max_tokens}"
         return part
+
+
+class Variant(Protocol):
+    """What these rules read of a variant (config/variant.py's Variant)."""
+
+    algorithm: str | None
+    draft_model_path: str | None
+    num_steps: int | None
+    topk: int | None
+    num_draft_tokens: int | None
+    block_size: int | None
+    ngram: NgramSettings | None
+    uno_lora_path: str | None
+    spec_v2: bool
+
+    @property
+    def resolved_ngram(self) -> NgramSettings: ...
+
+    @property
+    def resolved_num_draft_tokens(self) -> int | None: ...
 
 
 def _only_one(v: Variant, field: str, algorithm: str, why: str) -> None:

@@ -13,14 +13,17 @@ from pydantic import ValidationError
 
 from specsweep.config import (
     SGLANG_MRR_DEFAULT_WITH_SPECULATION,
+    AlgorithmSweep,
     GridSweep,
     StepSweep,
     SweepConfig,
     TopkSweep,
     Variant,
 )
+from specsweep.config.algorithm_sweep import TREE_KEYS
 from specsweep.config.command import effective_max_running_requests
 from specsweep.config.redact import redact_args, redact_env
+from specsweep.config.sweep import draft_tokens_rule
 from specsweep.errors import ConfigError
 
 BASELINE = Variant()
@@ -90,7 +93,62 @@ def grid_sweep_variants(grid: GridSweep) -> list[Variant]:
     ]
 
 
-SweepKind = Literal["step-sweep", "topk-sweep", "matrix-sweep"]
+def algorithm_sweep_variants(sweep: AlgorithmSweep) -> list[Variant]:
+    """Baseline first, then per enabled algorithm (in `AlgorithmSweep.enabled`'s order) one
+    variant per point of its settings; each checked by that algorithm's rules."""
+    common = {"env": sweep.env, "extra_args": sweep.extra_args}
+    variants = [BASELINE]
+    for key in sweep.enabled:
+        algorithm = key.upper()
+        points: list[dict[str, Any]]
+        if key in TREE_KEYS:
+            tree = getattr(sweep, key)
+            points = [
+                {
+                    "draft_model_path": tree.draft_model_path,
+                    "num_steps": n,
+                    "topk": tree.topk,
+                    # a chain leaves them to sglang's rule, as the step sweep does, so the
+                    # matrix sweep sees the same variant once
+                    "num_draft_tokens": None
+                    if tree.topk == 1
+                    else draft_tokens_rule(n, tree.topk, tree.max_draft_tokens),
+                }
+                for n in tree.num_steps
+            ]
+        elif key == "ngram":
+            ngram = sweep.ngram
+            assert ngram is not None
+            corpus = {"match_type": ngram.match_type}
+            if ngram.external_corpus_path is not None:
+                corpus["external_corpus_path"] = ngram.external_corpus_path
+                corpus["external_sam_budget"] = ngram.external_sam_budget
+            points = [
+                {"num_draft_tokens": d, "ngram": {"max_bfs_breadth": w, **corpus}}
+                for w in ngram.max_bfs_breadth
+                for d in ngram.num_draft_tokens
+            ]
+        elif key == "uno":
+            uno = sweep.uno
+            assert uno is not None
+            points = [
+                {"uno_lora_path": uno.uno_lora_path, "num_draft_tokens": q}
+                for q in uno.num_draft_tokens
+            ]
+        else:  # dflash, dspark
+            block = getattr(sweep, key)
+            points = [
+                {"draft_model_path": block.draft_model_path, "block_size": b}
+                for b in block.block_size
+            ]
+        for point in points:
+            shown = " ".join(f"{k}={v}" for k, v in point.items() if k != "ngram" and v)
+            where = f"algorithm_sweep {key}" + (f" {shown}" if shown else "")
+            variants.append(_variant(where, algorithm=algorithm, **point, **common))
+    return variants
+
+
+SweepKind = Literal["step-sweep", "topk-sweep", "algorithm-sweep", "matrix-sweep"]
 
 
 def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> list[Variant]:
@@ -108,6 +166,12 @@ def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> lis
         if config.topk_sweep is None:
             raise ConfigError("a topk sweep needs a topk_sweep section in the configuration")
         variants = topk_sweep_variants(config.topk_sweep)
+    elif kind == "algorithm-sweep":
+        if config.algorithm_sweep is None:
+            raise ConfigError(
+                "an algorithm sweep needs an algorithm_sweep section in the configuration"
+            )
+        variants = algorithm_sweep_variants(config.algorithm_sweep)
     else:
         variants = []
         if config.step_sweep is not None:
@@ -116,12 +180,14 @@ def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> lis
             variants += topk_sweep_variants(config.topk_sweep)
         if config.grid_sweep is not None:
             variants += grid_sweep_variants(config.grid_sweep)
+        if config.algorithm_sweep is not None:
+            variants += algorithm_sweep_variants(config.algorithm_sweep)
         variants += config.variants
         variants = [v for i, v in enumerate(variants) if v not in variants[:i]]
         if not variants:
             raise ConfigError(
-                "nothing to run: add a step_sweep, topk_sweep or grid_sweep section or a "
-                "variants list"
+                "nothing to run: add a step_sweep, topk_sweep, grid_sweep or algorithm_sweep "
+                "section or a variants list"
             )
     check_variant_set(config, variants)
     return variants

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from specsweep.config.algorithm_sweep import AlgorithmSweep
 from specsweep.config.common import (
     SPEC_V2_ENV,
     EnvMap,
@@ -220,6 +221,12 @@ class SweepConfig(_Model):
         description="Vary num_steps and topk together (the matrix-sweep flow runs it; "
         "with search: adaptive only what can change the answer is launched).",
     )
+    algorithm_sweep: AlgorithmSweep | None = Field(
+        None,
+        description="Compare speculative algorithms: the baseline and, per enabled "
+        "algorithm (eagle3, ngram, dflash, ...), its settings (the algorithm-sweep flow "
+        "runs this section).",
+    )
     variants: list[Variant] = Field(
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
@@ -252,7 +259,7 @@ class SweepConfig(_Model):
     @property
     def speculative(self) -> bool:
         """Whether the sweep measures any speculative variant (the workload matters then)."""
-        if self.step_sweep or self.topk_sweep or self.grid_sweep:
+        if self.step_sweep or self.topk_sweep or self.grid_sweep or self.algorithm_sweep:
             return True
         return any(not v.is_baseline for v in self.variants)
 

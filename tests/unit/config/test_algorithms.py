@@ -304,3 +304,64 @@ def test_plan_refuses_an_overridden_value_with_sglangs_reason(tmp_path):
     result = CliRunner().invoke(app, ["plan", "-c", str(path)], terminal_width=400)
     assert result.exit_code == 2
     assert "DFLASH only supports speculative_num_steps == 1" in result.output
+
+
+# --- the algorithm sweep (issue 31, item 2) ---------------------------------------------
+
+ALGORITHM_SWEEP = {
+    "eagle3": {"draft_model_path": "sim/draft", "num_steps": [2, 3]},
+    "ngram": {"num_draft_tokens": [8, 12]},
+    "dflash": {"draft_model_path": "sim/dflash", "block_size": [8, 16]},
+    "dspark": {},
+    "uno": {"uno_lora_path": "sim/lora"},
+}
+
+
+def test_an_algorithm_sweep_is_the_baseline_then_each_algorithms_settings(tmp_path):
+    config = parse_config(sim_config_data(tmp_path, 1, algorithm_sweep=ALGORITHM_SWEEP))
+    labels = [v.label for v in sweep_variants(config, "algorithm-sweep")]
+    assert labels == [
+        "baseline", "eagle3-s2-k1-d3", "eagle3-s3-k1-d4", "ngram-w10-d8", "ngram-w10-d12",
+        "dflash-b8", "dflash-b16", "dspark-b7", "uno-d4",
+    ]  # fmt: skip
+    # the matrix sweep runs the section too, beside the step sweep's, each variant once
+    matrix = [v.label for v in sweep_variants(config)]
+    assert matrix.count("baseline") == 1 and "dflash-b16" in matrix
+
+
+def test_an_algorithm_sweep_point_is_refused_with_sglangs_reason_naming_the_point(tmp_path):
+    bad = {"dflash": {"block_size": [8]}}
+    config = parse_config(sim_config_data(tmp_path, 1, algorithm_sweep=bad))
+    with pytest.raises(ConfigError) as err:
+        sweep_variants(config, "algorithm-sweep")
+    assert "algorithm_sweep dflash block_size=8: DFLASH speculative decoding requires" in str(
+        err.value
+    )
+    with pytest.raises(ValueError, match="enable at least one algorithm"):
+        parse_config(sim_config_data(tmp_path, 1, algorithm_sweep={}))
+    with pytest.raises(ConfigError, match="needs an algorithm_sweep section"):
+        sweep_variants(parse_config(sim_config_data(tmp_path, 1)), "algorithm-sweep")
+
+
+def test_plan_shows_the_algorithm_sweeps_exact_commands(tmp_path):
+    path = tmp_path / "algos.yaml"
+    data = sim_config_data(tmp_path, 1, algorithm_sweep=ALGORITHM_SWEEP)
+    path.write_text(yaml.safe_dump(data))
+    args = ["plan", "-c", str(path), "--sweep", "algorithm-sweep"]
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("specsweep.sim.launch_server") == 9
+    assert "--speculative-algorithm DSPARK --speculative-dspark-block-size 7" in result.output
+    assert "9 variants x 2 levels" in result.output
+
+
+def test_the_algorithm_sweeps_form_gives_back_the_config(tmp_path):
+    from specsweep.config.forms import AlgorithmSweepForm
+
+    config = parse_config(sim_config_data(tmp_path, 1, algorithm_sweep=ALGORITHM_SWEEP))
+    form = AlgorithmSweepForm.model_validate(config)
+    values = form.model_dump(mode="json")
+    assert set(values["algorithm_sweep"]) == {"eagle3", "ngram", "dflash", "more"}
+    again = AlgorithmSweepForm.model_validate(values).sweep
+    assert again.algorithm_sweep == config.algorithm_sweep
+    assert "step_sweep" not in values
