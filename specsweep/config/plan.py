@@ -232,14 +232,60 @@ def _check_unique_labels(variants: list[Variant]) -> None:
         )
 
 
+# sglang 0.5.23 (srt/arg_groups/speculative_hook.py): who refuses dp attention, pp > 1.
+_NO_DP_ATTENTION = {
+    "NGRAM": "Currently ngram speculative decoding does not support dp attention.",
+    "STANDALONE": "Currently standalone speculative decoding does not support dp attention.",
+    "UNO": "UNO does not support DP attention or context parallelism.",
+}
+_NO_PP = {
+    "DFLASH": "Currently DFLASH speculative decoding only supports pp_size == 1.",
+    "DSPARK": "DSpark pipeline parallelism requires PD prefill; decode and "
+    "non-disaggregated serving require pp_size == 1.",
+    "UNO": "UNO requires TP=PP=1.",
+}
+
+
+def _flag_value(args: list[str], *flags: str) -> str | None:
+    """The value of the last of ``flags`` in ``args`` (``--f v`` or ``--f=v``); a bare flag
+    gives "true"."""
+    value = None
+    for i, arg in enumerate(args):
+        name, eq, given = arg.partition("=")
+        if name in flags:
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            value = given if eq else (nxt if nxt and not nxt.startswith("-") else "true")
+    return value
+
+
+def _check_algorithms_on_server(config: SweepConfig, variants: list[Variant]) -> None:
+    """sglang's rules of an algorithm that depend on the server: TP, PP, dp attention (read
+    from the extra args, the only way specsweep passes them), and the adaptive search, whose
+    model describes EAGLE-style trees only."""
+    for v in variants:
+        if v.algorithm is None:
+            continue
+        args = [*config.server.extra_args, *v.extra_args]
+        if v.algorithm == "UNO" and config.server.tp != 1:
+            raise ConfigError(
+                f"{v.label}: UNO requires TP=PP=1 (sglang refuses it); server.tp is "
+                f"{config.server.tp}"
+            )
+        if v.algorithm in _NO_DP_ATTENTION and _flag_value(args, "--enable-dp-attention"):
+            raise ConfigError(f"{v.label}: {_NO_DP_ATTENTION[v.algorithm]} (sglang refuses it)")
+        pp = _flag_value(args, "--pp-size", "--pp")
+        if v.algorithm in _NO_PP and pp not in (None, "1"):
+            raise ConfigError(f"{v.label}: {_NO_PP[v.algorithm]} (sglang refuses it)")
+        if config.search.adaptive and v.algorithm in ("NGRAM", "DFLASH", "DSPARK", "UNO"):
+            raise ConfigError(
+                f"{v.label}: the adaptive search's model describes EAGLE-style trees (steps, "
+                "topk); run NGRAM, DFLASH, DSPARK and UNO with search: grid"
+            )
+
+
 def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
     _check_unique_labels(variants)
-    uno = [v.label for v in variants if v.algorithm == "UNO"]
-    if uno and config.server.tp != 1:
-        raise ConfigError(
-            f"UNO requires TP=PP=1 (sglang refuses it); server.tp is {config.server.tp} "
-            f"(for: {', '.join(uno)})"
-        )
+    _check_algorithms_on_server(config, variants)
     speculative = [v for v in variants if not v.is_baseline]
     if not speculative:
         return

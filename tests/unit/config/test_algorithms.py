@@ -263,11 +263,36 @@ def test_the_algorithms_flags_cannot_be_passed_around_their_fields(flag):
         Variant(algorithm="NGRAM", extra_args=[flag])
 
 
-def test_uno_needs_tp_1(tmp_path):
-    uno = {"algorithm": "UNO", "uno_lora_path": "l", "num_draft_tokens": 4}
-    data = sim_config_data(tmp_path, 1, variants=[{}, uno])
-    data["server"]["tp"] = 2
-    with pytest.raises(ConfigError, match="UNO requires TP=PP=1"):
+UNO = {"algorithm": "UNO", "uno_lora_path": "l", "num_draft_tokens": 4}
+
+
+@pytest.mark.parametrize(
+    ("variant", "server", "reason"),
+    [
+        (UNO, {"tp": 2}, "UNO requires TP=PP=1"),
+        ({"algorithm": "NGRAM"}, {"extra_args": ["--enable-dp-attention"]},
+         "Currently ngram speculative decoding does not support dp attention."),
+        ({"algorithm": "STANDALONE", "draft_model_path": "d", "num_steps": 2, "topk": 1},
+         {"extra_args": ["--enable-dp-attention"]}, "standalone speculative decoding does not"),
+        ({"algorithm": "DFLASH", "draft_model_path": "d", "block_size": 8},
+         {"extra_args": ["--pp-size", "2"]}, "DFLASH speculative decoding only supports pp_size"),
+        ({**UNO, "extra_args": ["--pp=2"]}, {}, "UNO requires TP=PP=1"),
+    ],
+)  # fmt: skip
+def test_rules_that_depend_on_the_server_are_checked_across_the_config(
+    tmp_path, variant, server, reason
+):
+    data = sim_config_data(tmp_path, 1, variants=[{}, variant])
+    data["server"].update(server)
+    with pytest.raises(ConfigError) as err:
+        sweep_variants(parse_config(data))
+    assert reason in str(err.value)
+
+
+def test_the_adaptive_search_refuses_algorithms_its_model_does_not_describe(tmp_path):
+    data = sim_config_data(tmp_path, 1, variants=[{}, {"algorithm": "NGRAM"}])
+    data["search"] = "adaptive"
+    with pytest.raises(ConfigError, match="run NGRAM, DFLASH, DSPARK and UNO with search: grid"):
         sweep_variants(parse_config(data))
 
 
