@@ -158,3 +158,19 @@ def test_eagle_numbers_are_unchanged():
     p = get_profile("llama-3.1-8b-eagle3-h200")
     spec = SpecConfig("EAGLE3", 3, 1, 4)
     assert expected_accept_length(p, spec) == pytest.approx(3.01248, abs=1e-4)  # as before issue 31
+
+
+def test_a_profile_file_sets_the_algorithms_constants(tmp_path):
+    from specsweep.sim.profiles import load_file
+
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "name: mine\nextends: default\n"
+        "draft: {block_factor: 3, mtp_layer_share: 0.05, ngram_ms_per_seq: 0.01}\n"
+        "acceptance: {ngram_match_rate: {chat: 0.5}, ngram_decay: 0.8, block_p: 0.7}\n"
+    )
+    p = load_file(path)
+    assert (p.block_draft_factor, p.mtp_layer_share, p.ngram_ms_per_req) == (3, 0.05, 0.01)
+    assert (p.ngram_decay, p.block_accept_p) == (0.8, 0.7)
+    rates = dict(p.ngram_match_rate)
+    assert rates["chat"] == 0.5 and rates["code"] == 0.6  # merged over the parent's
