@@ -1,10 +1,14 @@
-"""An algorithm sweep through the real flow, Prefect API and simulator (issue 31, item 2)."""
+"""An algorithm sweep from the CLI through the real flow, Prefect API and simulator (issue 31,
+item 2)."""
 
 from __future__ import annotations
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
-from flows.algorithm_sweep import algorithm_sweep, algorithm_sweep_run_name
+from flows.algorithm_sweep import algorithm_sweep_run_name
+from specsweep.cli import app
 from specsweep.config.file import parse_config
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
@@ -24,8 +28,13 @@ def test_an_algorithm_sweep_measures_the_baseline_and_each_algorithm(tmp_path, p
     config = parse_config(data)
     name = algorithm_sweep_run_name({"config": config.model_dump(mode="json")})
     assert name == "algorithm-sweep/test-host/algorithms=ngram,dflash/c=1,4"
-    result = algorithm_sweep(config)
-    levels = ResultsStore(config.results_dir).read_levels(result["run_id"])
+    path = tmp_path / "algorithms.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(app, ["run", "algorithm-sweep", "-c", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "ngram-w10-d12" in result.output and "vs no speculation" in result.output
+    store = ResultsStore(config.results_dir)
+    levels = store.read_levels(store.latest_run_id())
     assert sorted(set(levels["variant"])) == ["baseline", "dflash-b8", "ngram-w10-d12"]
     assert set(levels["status"]) == {"ok"}
     spec = levels[~levels["is_baseline"]]
