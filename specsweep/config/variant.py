@@ -278,8 +278,9 @@ class Variant(_Model):
     def label(self) -> str:
         """The variant's stable name: the given one, else derived from its parameters
         (``eagle3-s2-k1-d3``; adaptive: ``eagle3-adaptive-default`` for sglang's tiers,
-        ``eagle3-adaptive-<6 hex of the tiers' hash>``; ``-v2`` on the spec v2 path,
-        `settings_suffix` last)."""
+        ``eagle3-adaptive-<6 hex of the tiers' hash>``; ``-v2`` on the spec v2 path;
+        ``frozen-kv-mtp-s3-k1-d4``; NGRAM, DFLASH, DSPARK, UNO: `algorithms.label`, e.g.
+        ``ngram-w10-d12``, ``dflash-b16``; `settings_suffix` last)."""
         if self.name:
             return self.name
         if self.algorithm is None:
