@@ -36,6 +36,7 @@ from specsweep.config import SweepConfig
 from specsweep.config.forms import SweepForm
 from specsweep.config.schedule import NightlySchedule
 from specsweep.deployments.run_labels import Labeller, RunNamer
+from specsweep.flows.algorithm_sweep import algorithm_sweep, algorithm_sweep_run_name
 from specsweep.flows.matrix_sweep import matrix_sweep, matrix_sweep_run_name
 from specsweep.flows.nightly_regression import nightly_regression, nightly_run_name
 from specsweep.flows.step_sweep import step_sweep, step_sweep_run_name
@@ -80,6 +81,13 @@ CATALOGUE: tuple[DeploymentEntry, ...] = (
         description="Baseline plus one speculative variant per topk at fixed num_steps.",
         run_name=topk_sweep_run_name,
         tags=("specsweep", "topk-sweep"),
+    ),
+    DeploymentEntry(
+        name="algorithm-sweep",
+        flow=algorithm_sweep,
+        description="Baseline plus, per enabled speculative algorithm, its settings.",
+        run_name=algorithm_sweep_run_name,
+        tags=("specsweep", "algorithm-sweep"),
     ),
     DeploymentEntry(
         name="matrix-sweep",

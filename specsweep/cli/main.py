@@ -16,7 +16,7 @@ app = typer.Typer(
     add_completion=False,
     help="Benchmark SGLang speculative-decoding variants across concurrency levels.",
 )
-run.register(app)  # run step-sweep|topk-sweep|matrix-sweep, demo, plan, summary
+run.register(app)  # run step-sweep|topk-sweep|algorithm-sweep|matrix-sweep, demo, plan, summary
 deploy.register(app)  # serve, deploy, worker, limits
 answer.register(app)  # report, compare, regression
 fleet.register(app)  # fleet check|deploy|worker|run

@@ -42,6 +42,7 @@ FORMATS = ("sglang-adaptive",)
 KINDS: dict[str, SweepKind] = {
     "step_sweep": "step-sweep",
     "topk_sweep": "topk-sweep",
+    "algorithm_sweep": "algorithm-sweep",
     "matrix_sweep": "matrix-sweep",
 }
 VariantOpt = Annotated[

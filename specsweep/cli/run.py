@@ -23,6 +23,7 @@ from specsweep.cli.common import (
 from specsweep.cli.sweep_runner import run_sweep_now
 from specsweep.config.command import command_for
 from specsweep.config.plan import SweepKind, sweep_variants
+from specsweep.config.versions import features_needed, shown
 from specsweep.search.seeds import search_plan_text
 from specsweep.workloads.loaders import workload_label
 from specsweep.workloads.preflight import check_load
@@ -48,6 +49,14 @@ def run_topk_sweep(
     run_sweep_now("topk-sweep", load_sweep(config, set_, "topk-sweep"), run_id, force)
 
 
+@run_app.command("algorithm-sweep")
+def run_algorithm_sweep(
+    config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
+) -> None:
+    """Baseline plus, per enabled algorithm, its settings (the algorithm_sweep section)."""
+    run_sweep_now("algorithm-sweep", load_sweep(config, set_, "algorithm-sweep"), run_id, force)
+
+
 @run_app.command("matrix-sweep")
 def run_matrix_sweep(
     config: ConfigOpt, set_: SetOpt = None, run_id: RunIdOpt = None, force: ForceOpt = False
@@ -69,7 +78,10 @@ def plan(
     config: ConfigOpt,
     set_: SetOpt = None,
     sweep: Annotated[
-        str, typer.Option(help="step-sweep, topk-sweep or matrix-sweep (every section).")
+        str,
+        typer.Option(
+            help="step-sweep, topk-sweep, algorithm-sweep or matrix-sweep (every section)."
+        ),
     ] = "matrix-sweep",
 ) -> None:
     """Validate a config and print what would run, without launching anything."""
@@ -93,6 +105,13 @@ def plan(
         f" x {len(shapes)} shapes" if len(shapes) > 1 else ""
     )
     console.print(f"{len(variants)} variants x {cells}")
+    verify = cfg.verify_policy is not None
+    for who, feature in features_needed(variants, verify):
+        console.print(
+            f"[yellow]note:[/] {who} needs {feature.what} (sglang >= {shown(feature.since)}); "
+            "the target's sglang is asked before the first launch",
+            soft_wrap=True,
+        )
     for note in check_load(cfg, variants):
         console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if cfg.search.adaptive:

@@ -12,6 +12,8 @@ exports them under one name:
     variant   Variant (one server configuration, its stable name)
     load      LoadSpec (the load at each level)
     sweep     StepSweep, TopkSweep, GridSweep, SweepConfig (the whole sweep)
+    algorithm_sweep  AlgorithmSweep (the baseline and each enabled algorithm's settings)
+    algorithms       the non-tree algorithms' rules, argv and names (sglang 0.5.23)
     forms     a SweepConfig as each sweep flow's UI run form (what that flow reads)
     search    SearchSpec (grid, or an adaptive search with its budget)
     plan      a sweep expanded into its variants, the rules across them
@@ -22,6 +24,7 @@ exports them under one name:
     schedule  the nightly cron
 """
 
+from specsweep.config.algorithm_sweep import AlgorithmSweep
 from specsweep.config.common import (
     SGLANG_MRR_DEFAULT_WITH_SPECULATION,
     SPEC_V2_ENV,
@@ -46,6 +49,7 @@ __all__ = [
     "SGLANG_MRR_DEFAULT_WITH_SPECULATION",
     "SPEC_V2_ENV",
     "WILDCARD_HOSTS",
+    "AlgorithmSweep",
     "GridSweep",
     "LoadSpec",
     "LocalTarget",

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specsweep.config import SPEC_V2_ENV, ServerSpec, SshTarget, SweepConfig, Variant
+from specsweep.config import SPEC_V2_ENV, ServerSpec, SshTarget, SweepConfig, Variant, algorithms
+from specsweep.config.algorithms import TREE_ALGORITHMS
 from specsweep.config.redact import redact_args, redact_env
 
 MODULES = {
@@ -103,14 +104,17 @@ def build_launch_command(
         argv += ["--speculative-algorithm", variant.algorithm]
         if variant.draft_model_path:
             argv += ["--speculative-draft-model-path", variant.draft_model_path]
-        argv += [
-            "--speculative-num-steps",
-            str(variant.resolved_num_steps),
-            "--speculative-eagle-topk",
-            str(variant.resolved_topk),
-            "--speculative-num-draft-tokens",
-            str(variant.resolved_num_draft_tokens),
-        ]
+        if variant.algorithm not in TREE_ALGORITHMS:
+            argv += algorithms.launch_args(variant)
+        else:
+            argv += [
+                "--speculative-num-steps",
+                str(variant.resolved_num_steps),
+                "--speculative-eagle-topk",
+                str(variant.resolved_topk),
+                "--speculative-num-draft-tokens",
+                str(variant.resolved_num_draft_tokens),
+            ]
         if variant.adaptive is not None:
             argv.append("--speculative-adaptive")
             path = adaptive_config_path(variant, workdir)

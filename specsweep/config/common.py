@@ -19,7 +19,14 @@ from pydantic_core import CoreSchema
 
 from specsweep.errors import ConfigError
 
-SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
+# Every algorithm sglang 0.5.23's parser accepts (srt/speculative/spec_info.py's
+# SpeculativeAlgorithm, plus NEXTN, its alias of EAGLE); the rules of each are in
+# config/algorithms.py. TreeAlgorithm: those that draft a tree of num_steps x topk (the
+# step, topk and grid sweeps vary them).
+SpecAlgorithm = Literal[
+    "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP", "NGRAM", "DFLASH", "DSPARK", "UNO"
+]
+TreeAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP"]
 PositiveInt = Annotated[int, Field(ge=1)]
 
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
@@ -42,8 +49,11 @@ _OWNED_PREFIXES = (
     "--speculative-draft-model",
     "--speculative-num-",
     "--speculative-adaptive",
+    "--speculative-ngram-",
+    "--speculative-dflash-block-size",
+    "--speculative-dspark-block-size",
 )
-_OWNED_EXACT = ("--speculative-eagle-topk",)
+_OWNED_EXACT = ("--speculative-eagle-topk", "--uno-lora-path")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._=-]{0,79}$")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]{0,127}")
@@ -114,6 +124,8 @@ _OWNED_SPELLED = (
     "--speculative-num-draft-tokens",
     "--speculative-adaptive",
     "--speculative-adaptive-config",
+    "--speculative-dflash-block-size",
+    "--speculative-dspark-block-size",
 )
 
 

@@ -33,6 +33,7 @@ from pydantic import (
 )
 from pydantic_core import to_jsonable_python
 
+from specsweep.config.algorithm_sweep import AlgorithmSweep
 from specsweep.config.common import _Model
 from specsweep.config.load import LoadSpec
 from specsweep.config.search import SearchSpec
@@ -49,6 +50,7 @@ from specsweep.config.variant import Variant
 
 __all__ = [
     "FOLDS",
+    "AlgorithmSweepForm",
     "MatrixSweepForm",
     "StepSweepForm",
     "SweepForm",
@@ -212,8 +214,20 @@ GRID = Fold(
         )
     },
 )
+ALGORITHM = Fold(
+    AlgorithmSweep,
+    "eagle3 ngram dflash",
+    {
+        "more": (
+            "The other algorithms (EAGLE, NEXTN, STANDALONE, FROZEN_KV_MTP, DSPARK, UNO), "
+            "environment, sglang flags.",
+            "eagle nextn standalone frozen_kv_mtp dspark uno env extra_args",
+        )
+    },
+)
 FOLDS: dict[str, Fold] = {
     "server": SERVER, "load": LOAD, "step_sweep": STEP, "topk_sweep": TOPK, "grid_sweep": GRID,
+    "algorithm_sweep": ALGORITHM,
 }  # fmt: skip
 
 # --- the target: one flat model for both kinds ----------------------------------------
@@ -391,6 +405,11 @@ TopkSweepForm = _form(
     "A topk sweep: target, server, load and the topk_sweep section.",
     {"topk_sweep": _section("topk_sweep", TOPK, "TopkSweep")},
 )
+AlgorithmSweepForm = _form(
+    "AlgorithmSweepConfig",
+    "An algorithm sweep: target, server, load and the algorithm_sweep section.",
+    {"algorithm_sweep": _section("algorithm_sweep", ALGORITHM, "AlgorithmSweep")},
+)
 MatrixSweepForm = _form(
     "MatrixSweepConfig",
     "Every sweep section and the explicit variants.",
@@ -398,6 +417,7 @@ MatrixSweepForm = _form(
         "step_sweep": _section("step_sweep", STEP, "StepSweep"),
         "topk_sweep": _section("topk_sweep", TOPK, "TopkSweep"),
         "grid_sweep": _section("grid_sweep", GRID, "GridSweep"),
+        "algorithm_sweep": _section("algorithm_sweep", ALGORITHM, "AlgorithmSweep"),
         "variants": (
             list[Variant],
             Field(

@@ -13,14 +13,17 @@ from pydantic import ValidationError
 
 from specsweep.config import (
     SGLANG_MRR_DEFAULT_WITH_SPECULATION,
+    AlgorithmSweep,
     GridSweep,
     StepSweep,
     SweepConfig,
     TopkSweep,
     Variant,
 )
+from specsweep.config.algorithm_sweep import TREE_KEYS
 from specsweep.config.command import effective_max_running_requests
 from specsweep.config.redact import redact_args, redact_env
+from specsweep.config.sweep import draft_tokens_rule
 from specsweep.errors import ConfigError
 
 BASELINE = Variant()
@@ -90,7 +93,62 @@ def grid_sweep_variants(grid: GridSweep) -> list[Variant]:
     ]
 
 
-SweepKind = Literal["step-sweep", "topk-sweep", "matrix-sweep"]
+def algorithm_sweep_variants(sweep: AlgorithmSweep) -> list[Variant]:
+    """Baseline first, then per enabled algorithm (in `AlgorithmSweep.enabled`'s order) one
+    variant per point of its settings; each checked by that algorithm's rules."""
+    common = {"env": sweep.env, "extra_args": sweep.extra_args}
+    variants = [BASELINE]
+    for key in sweep.enabled:
+        algorithm = key.upper()
+        points: list[dict[str, Any]]
+        if key in TREE_KEYS:
+            tree = getattr(sweep, key)
+            points = [
+                {
+                    "draft_model_path": tree.draft_model_path,
+                    "num_steps": n,
+                    "topk": tree.topk,
+                    # a chain leaves them to sglang's rule, as the step sweep does, so the
+                    # matrix sweep sees the same variant once
+                    "num_draft_tokens": None
+                    if tree.topk == 1
+                    else draft_tokens_rule(n, tree.topk, tree.max_draft_tokens),
+                }
+                for n in tree.num_steps
+            ]
+        elif key == "ngram":
+            ngram = sweep.ngram
+            assert ngram is not None
+            corpus = {"match_type": ngram.match_type}
+            if ngram.external_corpus_path is not None:
+                corpus["external_corpus_path"] = ngram.external_corpus_path
+                corpus["external_sam_budget"] = ngram.external_sam_budget
+            points = [
+                {"num_draft_tokens": d, "ngram": {"max_bfs_breadth": w, **corpus}}
+                for w in ngram.max_bfs_breadth
+                for d in ngram.num_draft_tokens
+            ]
+        elif key == "uno":
+            uno = sweep.uno
+            assert uno is not None
+            points = [
+                {"uno_lora_path": uno.uno_lora_path, "num_draft_tokens": q}
+                for q in uno.num_draft_tokens
+            ]
+        else:  # dflash, dspark
+            block = getattr(sweep, key)
+            points = [
+                {"draft_model_path": block.draft_model_path, "block_size": b}
+                for b in block.block_size
+            ]
+        for point in points:
+            shown = " ".join(f"{k}={v}" for k, v in point.items() if k != "ngram" and v)
+            where = f"algorithm_sweep {key}" + (f" {shown}" if shown else "")
+            variants.append(_variant(where, algorithm=algorithm, **point, **common))
+    return variants
+
+
+SweepKind = Literal["step-sweep", "topk-sweep", "algorithm-sweep", "matrix-sweep"]
 
 
 def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> list[Variant]:
@@ -108,6 +166,12 @@ def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> lis
         if config.topk_sweep is None:
             raise ConfigError("a topk sweep needs a topk_sweep section in the configuration")
         variants = topk_sweep_variants(config.topk_sweep)
+    elif kind == "algorithm-sweep":
+        if config.algorithm_sweep is None:
+            raise ConfigError(
+                "an algorithm sweep needs an algorithm_sweep section in the configuration"
+            )
+        variants = algorithm_sweep_variants(config.algorithm_sweep)
     else:
         variants = []
         if config.step_sweep is not None:
@@ -116,12 +180,14 @@ def sweep_variants(config: SweepConfig, kind: SweepKind = "matrix-sweep") -> lis
             variants += topk_sweep_variants(config.topk_sweep)
         if config.grid_sweep is not None:
             variants += grid_sweep_variants(config.grid_sweep)
+        if config.algorithm_sweep is not None:
+            variants += algorithm_sweep_variants(config.algorithm_sweep)
         variants += config.variants
         variants = [v for i, v in enumerate(variants) if v not in variants[:i]]
         if not variants:
             raise ConfigError(
-                "nothing to run: add a step_sweep, topk_sweep or grid_sweep section or a "
-                "variants list"
+                "nothing to run: add a step_sweep, topk_sweep, grid_sweep or algorithm_sweep "
+                "section or a variants list"
             )
     check_variant_set(config, variants)
     return variants
@@ -166,8 +232,60 @@ def _check_unique_labels(variants: list[Variant]) -> None:
         )
 
 
+# sglang 0.5.23 (srt/arg_groups/speculative_hook.py): who refuses dp attention, pp > 1.
+_NO_DP_ATTENTION = {
+    "NGRAM": "Currently ngram speculative decoding does not support dp attention.",
+    "STANDALONE": "Currently standalone speculative decoding does not support dp attention.",
+    "UNO": "UNO does not support DP attention or context parallelism.",
+}
+_NO_PP = {
+    "DFLASH": "Currently DFLASH speculative decoding only supports pp_size == 1.",
+    "DSPARK": "DSpark pipeline parallelism requires PD prefill; decode and "
+    "non-disaggregated serving require pp_size == 1.",
+    "UNO": "UNO requires TP=PP=1.",
+}
+
+
+def _flag_value(args: list[str], *flags: str) -> str | None:
+    """The value of the last of ``flags`` in ``args`` (``--f v`` or ``--f=v``); a bare flag
+    gives "true"."""
+    value = None
+    for i, arg in enumerate(args):
+        name, eq, given = arg.partition("=")
+        if name in flags:
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            value = given if eq else (nxt if nxt and not nxt.startswith("-") else "true")
+    return value
+
+
+def _check_algorithms_on_server(config: SweepConfig, variants: list[Variant]) -> None:
+    """sglang's rules of an algorithm that depend on the server: TP, PP, dp attention (read
+    from the extra args, the only way specsweep passes them), and the adaptive search, whose
+    model describes EAGLE-style trees only."""
+    for v in variants:
+        if v.algorithm is None:
+            continue
+        args = [*config.server.extra_args, *v.extra_args]
+        if v.algorithm == "UNO" and config.server.tp != 1:
+            raise ConfigError(
+                f"{v.label}: UNO requires TP=PP=1 (sglang refuses it); server.tp is "
+                f"{config.server.tp}"
+            )
+        if v.algorithm in _NO_DP_ATTENTION and _flag_value(args, "--enable-dp-attention"):
+            raise ConfigError(f"{v.label}: {_NO_DP_ATTENTION[v.algorithm]} (sglang refuses it)")
+        pp = _flag_value(args, "--pp-size", "--pp")
+        if v.algorithm in _NO_PP and pp not in (None, "1"):
+            raise ConfigError(f"{v.label}: {_NO_PP[v.algorithm]} (sglang refuses it)")
+        if config.search.adaptive and v.algorithm in ("NGRAM", "DFLASH", "DSPARK", "UNO"):
+            raise ConfigError(
+                f"{v.label}: the adaptive search's model describes EAGLE-style trees (steps, "
+                "topk); run NGRAM, DFLASH, DSPARK and UNO with search: grid"
+            )
+
+
 def check_variant_set(config: SweepConfig, variants: list[Variant]) -> None:
     _check_unique_labels(variants)
+    _check_algorithms_on_server(config, variants)
     speculative = [v for v in variants if not v.is_baseline]
     if not speculative:
         return

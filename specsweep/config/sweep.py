@@ -7,13 +7,14 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from specsweep.config.algorithm_sweep import AlgorithmSweep
 from specsweep.config.common import (
     SPEC_V2_ENV,
     EnvMap,
     ExtraArgs,
     PositiveInt,
     SchemaAlsoAccepts,
-    SpecAlgorithm,
+    TreeAlgorithm,
     _Model,
 )
 from specsweep.config.load import LoadSpec
@@ -27,7 +28,7 @@ from specsweep.results.location import results_root_value
 class StepSweep(_Model):
     """Baseline plus one speculative variant per num_steps, at a fixed topk."""
 
-    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    algorithm: TreeAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: list[PositiveInt] = Field(
         [1, 2, 3], min_length=1, description="One variant per value (--speculative-num-steps)."
@@ -65,7 +66,7 @@ class TopkSweep(_Model):
     drafts its full size num_steps*topk+1, capped at `max_draft_tokens`.
     """
 
-    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    algorithm: TreeAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: PositiveInt = Field(3, description="--speculative-num-steps, fixed for the sweep.")
     topk: list[PositiveInt] = Field(
@@ -125,7 +126,7 @@ class GridSweep(_Model):
     (sglang forces it); a tree drafts its full size num_steps*topk+1, capped at
     max_draft_tokens."""
 
-    algorithm: SpecAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
+    algorithm: TreeAlgorithm = Field("EAGLE3", description="--speculative-algorithm.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: list[PositiveInt] = Field(
         [1, 2, 3, 4, 5, 6, 7, 8], min_length=1, description="--speculative-num-steps values."
@@ -220,6 +221,12 @@ class SweepConfig(_Model):
         description="Vary num_steps and topk together (the matrix-sweep flow runs it; "
         "with search: adaptive only what can change the answer is launched).",
     )
+    algorithm_sweep: AlgorithmSweep | None = Field(
+        None,
+        description="Compare speculative algorithms: the baseline and, per enabled "
+        "algorithm (eagle3, ngram, dflash, ...), its settings (the algorithm-sweep flow "
+        "runs this section).",
+    )
     variants: list[Variant] = Field(
         default_factory=list,
         description="Explicit variants; the matrix-sweep flow runs them after the sections.",
@@ -252,7 +259,7 @@ class SweepConfig(_Model):
     @property
     def speculative(self) -> bool:
         """Whether the sweep measures any speculative variant (the workload matters then)."""
-        if self.step_sweep or self.topk_sweep or self.grid_sweep:
+        if self.step_sweep or self.topk_sweep or self.grid_sweep or self.algorithm_sweep:
             return True
         return any(not v.is_baseline for v in self.variants)
 

@@ -6,9 +6,11 @@ import hashlib
 import json
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from specsweep.config import algorithms
 from specsweep.config.adaptive import ADAPTIVE_ALGORITHMS, AdaptiveValue
+from specsweep.config.algorithms import TREE_ALGORITHMS, NgramSettings
 from specsweep.config.common import (
     _VARIANT_NAME,
     SPEC_V2_ENV,
@@ -31,7 +33,11 @@ class Variant(_Model):
         None, description="Stable name; derived from the parameters when left out."
     )
     algorithm: SpecAlgorithm | None = Field(
-        None, description="--speculative-algorithm; empty for the baseline."
+        None,
+        description="--speculative-algorithm; empty for the baseline. EAGLE, EAGLE3, NEXTN, "
+        "STANDALONE, FROZEN_KV_MTP draft trees (num_steps, topk, num_draft_tokens); NGRAM "
+        "(ngram, num_draft_tokens), DFLASH and DSPARK (block_size) and UNO (uno_lora_path, "
+        "num_draft_tokens) have their own parameters.",
     )
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path.")
     num_steps: Annotated[int, Field(ge=0)] | None = Field(
@@ -43,6 +49,17 @@ class Variant(_Model):
     num_draft_tokens: PositiveInt | None = Field(
         None,
         description="--speculative-num-draft-tokens; with topk=1 it defaults to num_steps+1.",
+    )
+    block_size: PositiveInt | None = Field(
+        None,
+        description="DFLASH: --speculative-dflash-block-size (the verify window); DSPARK: "
+        "--speculative-dspark-block-size (gamma, drafts per block; verify window gamma + 1).",
+    )
+    ngram: NgramSettings | None = Field(
+        None, description="NGRAM's --speculative-ngram-* settings (sglang's defaults if unset)."
+    )
+    uno_lora_path: str | None = Field(
+        None, description="UNO: --uno-lora-path, the draft LoRA over the target."
     )
     spec_v2: bool = Field(
         False, description=f"Run sglang's overlap spec path ({SPEC_V2_ENV}=True); needs topk=1."
@@ -59,6 +76,14 @@ class Variant(_Model):
     env: EnvMap = Field(default_factory=dict, description="Extra environment for this variant.")
     extra_args: ExtraArgs = Field(default_factory=list, description="Further sglang flags.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _ngram_defaults(cls, data: object) -> object:
+        """An NGRAM variant without ngram settings has sglang's: the same server, one model."""
+        if isinstance(data, dict) and data.get("algorithm") == "NGRAM" and not data.get("ngram"):
+            return {**data, "ngram": {}}
+        return data
+
     @field_validator("name")
     @classmethod
     def _name_is_safe(cls, v: str | None) -> str | None:
@@ -68,10 +93,10 @@ class Variant(_Model):
             )
         return v
 
-    @field_validator("draft_model_path")
+    @field_validator("draft_model_path", "uno_lora_path")
     @classmethod
-    def _draft_path_is_a_value(cls, v: str | None) -> str | None:
-        return v if v is None else _check_path_value("draft_model_path", v)
+    def _draft_path_is_a_value(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return v if v is None else _check_path_value(str(info.field_name), v)
 
     @model_validator(mode="after")
     def _speculative_rules(self) -> Variant:
@@ -80,6 +105,9 @@ class Variant(_Model):
             "num_steps": self.num_steps,
             "topk": self.topk,
             "num_draft_tokens": self.num_draft_tokens,
+            "block_size": self.block_size,
+            "ngram": self.ngram,
+            "uno_lora_path": self.uno_lora_path,
         }
         if self.algorithm is None:
             given = [k for k, v in spec_fields.items() if v is not None]
@@ -91,10 +119,15 @@ class Variant(_Model):
                     "set algorithm (e.g. EAGLE3) or remove them for the baseline"
                 )
             return self
-        if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE") and not self.draft_model_path:
+        algorithms.check_foreign_fields(self)
+        tree_with_draft = ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP")
+        if self.algorithm in tree_with_draft and not self.draft_model_path:
             raise ValueError(f"{self.algorithm} needs draft_model_path")
         if self.adaptive is not None:
             return self._adaptive_rules()
+        if self.algorithm not in TREE_ALGORITHMS:
+            algorithms.check_non_tree(self)
+            return self
         if self.num_steps is None or self.topk is None:
             raise ValueError(
                 "set num_steps and topk together (sglang fails with a bare AssertionError "
@@ -174,6 +207,8 @@ class Variant(_Model):
         """The steps the server starts at (an adaptive variant's default: the middle candidate)."""
         if self.algorithm is None:
             return None
+        if self.algorithm not in TREE_ALGORITHMS:
+            return algorithms.resolved(self)[0]
         if self.num_steps is None and self.adaptive is not None:
             return self.adaptive.initial_steps
         return self.num_steps
@@ -182,16 +217,25 @@ class Variant(_Model):
     def resolved_topk(self) -> int | None:
         if self.algorithm is None:
             return None
+        if self.algorithm not in TREE_ALGORITHMS:
+            return algorithms.resolved(self)[1]
         return 1 if self.adaptive is not None and self.topk is None else self.topk
 
     @property
     def resolved_num_draft_tokens(self) -> int | None:
+        if self.algorithm is not None and self.algorithm not in TREE_ALGORITHMS:
+            return algorithms.resolved(self)[2]
         steps = self.resolved_num_steps
         if self.algorithm is None or steps is None:
             return None
         if self.resolved_topk == 1:
             return steps + 1
         return self.num_draft_tokens
+
+    @property
+    def resolved_ngram(self) -> NgramSettings:
+        """NGRAM's settings, sglang's defaults where unset."""
+        return self.ngram or NgramSettings()
 
     @property
     def uses_spec_v2(self) -> bool:
@@ -234,8 +278,9 @@ class Variant(_Model):
     def label(self) -> str:
         """The variant's stable name: the given one, else derived from its parameters
         (``eagle3-s2-k1-d3``; adaptive: ``eagle3-adaptive-default`` for sglang's tiers,
-        ``eagle3-adaptive-<6 hex of the tiers' hash>``; ``-v2`` on the spec v2 path,
-        `settings_suffix` last)."""
+        ``eagle3-adaptive-<6 hex of the tiers' hash>``; ``-v2`` on the spec v2 path;
+        ``frozen-kv-mtp-s3-k1-d4``; NGRAM, DFLASH, DSPARK, UNO: `algorithms.label`, e.g.
+        ``ngram-w10-d12``, ``dflash-b16``; `settings_suffix` last)."""
         if self.name:
             return self.name
         if self.algorithm is None:
@@ -246,8 +291,10 @@ class Variant(_Model):
             if self.num_steps is not None and self.num_steps != self.adaptive.initial_steps:
                 label += f"-s{self.num_steps}"
             return label + v2 + self.settings_suffix
+        if self.algorithm not in TREE_ALGORITHMS:
+            return algorithms.label(self) + self.settings_suffix
         label = (
-            f"{self.algorithm.lower()}-s{self.num_steps}-k{self.topk}"
+            f"{self.algorithm.lower().replace('_', '-')}-s{self.num_steps}-k{self.topk}"
             f"-d{self.resolved_num_draft_tokens}"
         )
         return label + v2 + self.settings_suffix

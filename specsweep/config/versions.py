@@ -66,7 +66,23 @@ ADAPTIVE_OVERLAP = Feature(
     lambda v: v.is_adaptive and v.uses_spec_v2,
     " (0.5.11 ran static params instead)",
 )
-FEATURES: tuple[Feature, ...] = (ADAPTIVE, ADAPTIVE_OVERLAP)
+# The algorithms beyond EAGLE/EAGLE3/NEXTN/STANDALONE, with the flags specsweep passes for
+# them (--speculative-ngram-*, --speculative-dflash-block-size, ...), were read from
+# sglang 0.5.23's source, the only release specsweep can read here; which earlier release
+# first had each is not checked, so each is gated at 0.5.23 (lower it when a release's
+# source says so).
+ALGORITHMS_SINCE_0_5_23 = ("FROZEN_KV_MTP", "NGRAM", "DFLASH", "DSPARK", "UNO")
+
+
+def _runs(algorithm: str) -> Callable[[Variant], bool]:
+    return lambda v: v.algorithm == algorithm
+
+
+ALGORITHM_FEATURES = tuple(
+    Feature(f"--speculative-algorithm {name}", (0, 5, 23), _runs(name))
+    for name in ALGORITHMS_SINCE_0_5_23
+)
+FEATURES: tuple[Feature, ...] = (ADAPTIVE, ADAPTIVE_OVERLAP, *ALGORITHM_FEATURES)
 
 
 def features_needed(

@@ -157,7 +157,8 @@ class SimServer:
             (0.3, f"Capture cuda graph end. Time elapsed: {graph_s:.2f} s. mem usage=0.61 GB. "
                   f"avail mem={avail - static - 0.61:.2f} GB.", ""),
         ]  # fmt: skip
-        if self.spec is not None:
+        # NGRAM has no draft model; UNO drafts with the target itself (plus its LoRA)
+        if self.spec is not None and self.spec.algorithm not in ("NGRAM", "UNO"):
             draft_s = 0.03 * self.load_s
             steps += [
                 (0.0, f"Load weight begin. avail mem={avail - static - 0.61:.2f} GB", ""),

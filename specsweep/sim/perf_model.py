@@ -55,8 +55,10 @@ No draft forwards and no tree build (``draft()`` is skipped); every request gets
 one token. See ``zero_step_cycle_ms`` for why only part of the per-request bookkeeping
 remains.
 
-STANDALONE multiplies the draft terms by ``standalone_draft_factor``; NGRAM has no
-draft model (``ngram_draft_ms``). The verify shares each request's fixed and KV costs
+STANDALONE multiplies the draft terms by ``standalone_draft_factor``; NGRAM, the block
+drafters (DFLASH, DSPARK, UNO) and FROZEN_KV_MTP have their own draft cost and acceptance
+(``draft_ms``, ``_ngram_probs``, ``_block_probs``; docs/simulator.md, "Algorithms").
+The verify shares each request's fixed and KV costs
 across its draft tokens (only ``a_tok`` scales with ``n``), which is why speculation
 is cheap at low batch (the draft tokens ride along on a memory-bound step) and
 expensive at saturation (every rejected draft token is wasted work, the per-request
@@ -101,7 +103,12 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+ALGORITHMS = (
+    "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP", "NGRAM", "DFLASH", "DSPARK", "UNO",
+)  # fmt: skip
+# Block drafters: one draft forward proposes a whole block in parallel (DFLASH's verify window
+# is the block; DSPARK's is gamma + 1), so SpecConfig.num_draft_tokens is the block's size.
+BLOCK_ALGORITHMS = ("DFLASH", "DSPARK", "UNO")
 # What a request's text is, as far as acceptance cares; "random" is random token ids (or
 # random words), "text" natural text of unknown kind.
 CATEGORIES = ("random", "text", "chat", "code", "reasoning", "summarisation")
@@ -118,6 +125,19 @@ DEFAULT_REJECTION_SCALE: tuple[tuple[str, float], ...] = (
     ("code", 0.31),
     ("reasoning", 0.35),
     ("summarisation", 0.71),
+)
+
+
+# NGRAM drafts what the context (prompt and output so far) already contains: the chance
+# that the next token continues an n-gram match, per category (random ids repeat nothing;
+# code and summarisation copy from their prompt; open chat least). Assumed, ordered as
+# prompt lookup / REST / lookahead decoding report (docs/simulator.md).
+DEFAULT_NGRAM_MATCH_RATE: tuple[tuple[str, float], ...] = (
+    ("random", 0.02),
+    ("chat", 0.3),
+    ("code", 0.6),
+    ("reasoning", 0.4),
+    ("summarisation", 0.55),
 )
 
 
@@ -159,8 +179,16 @@ class PerfProfile:
     accept_by_depth: tuple[float, ...] = ()
     topk_gain: float = 0.5
     eagle_accept_factor: float = 0.95
-    ngram_accept_factor: float = 0.55
     rejection_scale: tuple[tuple[str, float], ...] = DEFAULT_REJECTION_SCALE
+    # the algorithms beyond EAGLE (docs/simulator.md, "Algorithms", has each figure's source)
+    ngram_ms_per_req: float = 0.02  # CPU trie lookup per request per cycle
+    ngram_match_rate: tuple[tuple[str, float], ...] = DEFAULT_NGRAM_MATCH_RATE
+    ngram_decay: float = 0.9
+    block_draft_factor: float = 5.0  # a block drafter's forward vs an EAGLE head's (5 layers)
+    block_accept_p: float = 0.8
+    block_accept_decay: float = 0.88
+    mtp_layer_share: float = 1 / 32  # an MTP layer's share of a target forward
+    uno_draft_factor: float = 1.1  # UNO drafts with the target plus a LoRA
     # limits
     default_max_running_requests: int = 1024
     max_total_num_tokens: int = 400_000
@@ -280,7 +308,9 @@ def prefill_step_ms(
     """Prefill step for newly admitted requests (sglang runs it instead of a decode).
     Linear in the prompt: attention's quadratic share of a long prefill is not modelled."""
     t = p.prefill_t0_ms + p.prefill_ms_per_token * max(prompt_tokens, 0)
-    if spec is not None and spec.algorithm != "NGRAM":
+    if spec is not None and spec.algorithm == "FROZEN_KV_MTP":
+        t *= 1.0 + p.mtp_layer_share
+    elif spec is not None and spec.algorithm not in ("NGRAM", "UNO"):
         t *= 1.0 + p.draft_prefill_share
     return t + (0.0 if overlap else p.sched_overhead_ms)
 
@@ -291,9 +321,25 @@ def draft_kv_ms(p: PerfProfile, batch: int, context: float | None = None) -> flo
 
 
 def draft_ms(p: PerfProfile, batch: int, spec: SpecConfig, context: float | None = None) -> float:
-    """All draft forwards of one speculative cycle (``num_steps`` + the draft extend)."""
+    """All draft forwards of one speculative cycle (``num_steps`` + the draft extend).
+
+    NGRAM: no GPU work, a trie lookup on the CPU (fixed + per request). Block drafters
+    (DFLASH, DSPARK): one forward of a ``block_draft_factor``-times-an-EAGLE-head drafter
+    over the block, reading its own KV once. UNO: the block drafted by the target itself
+    (plus its LoRA). FROZEN_KV_MTP: each step an MTP layer, ``mtp_layer_share`` of a target
+    forward over the same tokens (its attention reads the target's frozen KV)."""
     if spec.algorithm == "NGRAM":
-        return p.ngram_draft_ms
+        return p.ngram_draft_ms + p.ngram_ms_per_req * batch
+    block = spec.num_draft_tokens
+    if spec.algorithm in ("DFLASH", "DSPARK"):
+        forward = p.draft_t0_ms + p.draft_ms_per_token * batch * block
+        return p.block_draft_factor * (forward + draft_kv_ms(p, batch, context))
+    if spec.algorithm == "UNO":
+        return p.uno_draft_factor * target_forward_ms(p, batch, batch * block, context)
+    if spec.algorithm == "FROZEN_KV_MTP":
+        steps = spec.num_steps * target_forward_ms(p, batch, batch * spec.topk, context)
+        extend = target_forward_ms(p, batch, batch * block, context)
+        return p.mtp_layer_share * (steps + extend)
     steps = spec.num_steps * (p.draft_t0_ms + p.draft_ms_per_token * batch * spec.topk)
     extend = p.draft_t0_ms + p.draft_ms_per_token * batch * spec.num_draft_tokens
     kv = (spec.num_steps + 1) * draft_kv_ms(p, batch, context)
@@ -390,17 +436,17 @@ def accept_probs(p: PerfProfile, spec: SpecConfig, category: str = "random") -> 
     """Per-depth acceptance probabilities alpha_1..alpha_D (decaying with depth) for
     prompts of a category (the profile's constants are random ids')."""
     depth = min(spec.num_steps, spec.num_draft_tokens - 1)
+    if spec.algorithm == "NGRAM":
+        return _ngram_probs(p, spec, category)
+    if spec.algorithm in BLOCK_ALGORITHMS:
+        return _block_probs(p, spec, category)
     if depth <= 0:
         return []  # the zero-step cycle drafts nothing: accept length 1
     base = 1.0
     width = 1.0
-    if spec.algorithm == "NGRAM":
-        base *= p.ngram_accept_factor
-        depth = spec.num_draft_tokens - 1
-    else:
-        if spec.algorithm in ("EAGLE", "NEXTN"):
-            base *= p.eagle_accept_factor
-        width = max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
+    if spec.algorithm in ("EAGLE", "NEXTN"):
+        base *= p.eagle_accept_factor
+    width = max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
     exponent = width**p.topk_gain
     scale = rejection_scale(p, category)
     probs = []
@@ -408,6 +454,39 @@ def accept_probs(p: PerfProfile, spec: SpecConfig, category: str = "random") -> 
         alpha = min(base * _chain_alpha(p, d), 1.0)
         alpha = max(0.0, 1.0 - (1.0 - alpha) * scale)
         probs.append(1.0 - (1.0 - alpha) ** exponent)
+    return probs
+
+
+def _ngram_probs(p: PerfProfile, spec: SpecConfig, category: str) -> list[float]:
+    """NGRAM: the match continues at depth ``d`` with ``m[c] * ngram_decay**(d-1)``, ``m`` the
+    category's match rate (``text`` as chat); a BFS breadth ``w`` (sglang's topk) offers
+    ``w`` continuations at the first depth only (``1 - (1 - m)**(w**topk_gain)``)."""
+    table = dict(p.ngram_match_rate)
+    rejection_scale(p, category)  # the same unknown-category error
+    match = table.get("chat" if category == "text" and "text" not in table else category, 0.0)
+    probs = []
+    for d in range(1, spec.num_draft_tokens):
+        alpha = min(1.0, match * p.ngram_decay ** (d - 1))
+        if d == 1:
+            alpha = 1.0 - (1.0 - alpha) ** (max(spec.topk, 1) ** p.topk_gain)
+        probs.append(alpha)
+    return probs
+
+
+def _block_probs(p: PerfProfile, spec: SpecConfig, category: str) -> list[float]:
+    """Block drafters: the block's positions are drafted together, not each on the last, so
+    acceptance falls per position (``block_accept_p * block_accept_decay**(d-1)``), scaled by
+    the category like a chain; positions 1..block-1 (the block's first token is the
+    verified bonus). UNO's tree mode widens each position like an EAGLE tree."""
+    scale = rejection_scale(p, category)
+    width = 1.0
+    if spec.algorithm == "UNO" and spec.topk > 1:
+        width = max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
+    probs = []
+    for d in range(1, spec.num_draft_tokens):
+        alpha = min(1.0, p.block_accept_p * p.block_accept_decay ** (d - 1))
+        alpha = max(0.0, 1.0 - (1.0 - alpha) * scale)
+        probs.append(1.0 - (1.0 - alpha) ** (width**p.topk_gain))
     return probs
 
 

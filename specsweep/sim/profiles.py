@@ -20,10 +20,12 @@ Shape (every section and key optional; unknown keys are errors)::
     target:      {t0_ms, per_seq_ms, per_token_ms, knee_tokens, per_token_ms_above_knee,
                   kv_ms_per_ktok, sched_overhead_ms, prefill_t0_ms, prefill_ms_per_token}
     draft:       {t0_ms, per_token_ms, kv_ms_per_ktok, prefill_share, standalone_factor,
-                  ngram_ms}
+                  ngram_ms, ngram_ms_per_seq, block_factor, mtp_layer_share, uno_factor}
     speculation: {overhead_ms, per_seq_ms, zero_step_per_seq_ms}
-    acceptance:  {p, decay, by_depth, topk_gain, eagle_factor, ngram_factor,
-                  rejection_scale: {category: r, ...}}   # merged over the parent's
+    acceptance:  {p, decay, by_depth, topk_gain, eagle_factor,
+                  rejection_scale: {category: r, ...},   # merged over the parent's
+                  ngram_match_rate: {category: m, ...},  # merged too
+                  ngram_decay, block_p, block_decay}
     calibration:                # real measurements this profile reproduces
       - {label, concurrency, spec: {algorithm, steps, topk, draft_tokens},
          max_running_requests, tok_s, accept_length, tolerance, source,
@@ -88,6 +90,10 @@ SECTIONS: dict[str, dict[str, str]] = {
         "prefill_share": "draft_prefill_share",
         "standalone_factor": "standalone_draft_factor",
         "ngram_ms": "ngram_draft_ms",
+        "ngram_ms_per_seq": "ngram_ms_per_req",
+        "block_factor": "block_draft_factor",
+        "mtp_layer_share": "mtp_layer_share",
+        "uno_factor": "uno_draft_factor",
     },
     "speculation": {
         "overhead_ms": "spec_overhead_ms",
@@ -100,8 +106,11 @@ SECTIONS: dict[str, dict[str, str]] = {
         "by_depth": "accept_by_depth",
         "topk_gain": "topk_gain",
         "eagle_factor": "eagle_accept_factor",
-        "ngram_factor": "ngram_accept_factor",
         "rejection_scale": "rejection_scale",
+        "ngram_match_rate": "ngram_match_rate",
+        "ngram_decay": "ngram_decay",
+        "block_p": "block_accept_p",
+        "block_decay": "block_accept_decay",
     },
 }
 TOP_KEYS = {
@@ -190,8 +199,8 @@ def load_file(path: Path, _seen: tuple[Path, ...] = ()) -> PerfProfile:
                     f"{path}: unknown key {section}.{key}; allowed: {sorted(mapping)}"
                 )
             field = mapping[key]
-            if field == "rejection_scale":
-                value = _rejection_scale(path, f"{section}.{key}", base.rejection_scale, value)
+            if field in ("rejection_scale", "ngram_match_rate"):
+                value = _rejection_scale(path, f"{section}.{key}", getattr(base, field), value)
             changes[field] = _coerce(path, f"{section}.{key}", field, value)
     points = data.get("calibration") or []
     if not isinstance(points, list):

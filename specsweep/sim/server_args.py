@@ -14,6 +14,10 @@ does, because specsweep's own validation is tested against this behaviour:
   bare ``AssertionError``; all three unset picks (3, 1, 4);
 * topk == 1 forces ``num_draft_tokens = num_steps + 1`` (warning).
 
+From 0.5.23 (as simulated), NGRAM follows 0.5.23's ``_handle_ngram`` and FROZEN_KV_MTP,
+DFLASH, DSPARK and UNO exist, each resolved by ``specsweep.sim.algorithms`` (sglang's
+errors, overrides and warnings for each).
+
 The release simulated (``SPECSWEEP_SIM_SGLANG_VERSION``, ``specsweep.sim.version``)
 decides whether ``--speculative-adaptive`` and ``--speculative-adaptive-config`` exist
 (0.5.11+); with them, sglang 0.5.23's adaptive rules run first (``specsweep.sim.adaptive``:
@@ -33,11 +37,18 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specsweep.sim import algorithms
 from specsweep.sim.adaptive import resolve_adaptive_args
 from specsweep.sim.perf_model import SpecConfig
-from specsweep.sim.version import DEFAULT_SGLANG_VERSION, has_adaptive_flags, simulated_version
+from specsweep.sim.version import (
+    DEFAULT_SGLANG_VERSION,
+    has_0523_algorithms,
+    has_adaptive_flags,
+    simulated_version,
+)
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+SPEC_ALGORITHMS_0523 = (*SPEC_ALGORITHMS, "FROZEN_KV_MTP", "DFLASH", "DSPARK", "UNO")
 AUTO_SPEC_PARAMS = (3, 1, 4)
 SPEC_RESET_MAX_RUNNING_REQUESTS = 48
 NGRAM_MAX_BFS_BREADTH = 10
@@ -113,7 +124,9 @@ def build_parser(version: str = DEFAULT_SGLANG_VERSION) -> argparse.ArgumentPars
     add("--decode-log-interval", type=int, default=40)
     add("--api-key", type=str, default=None)
     add("--attention-backend", type=str, default=None, choices=ATTENTION_BACKENDS)
-    add("--speculative-algorithm", type=str, default=None, choices=SPEC_ALGORITHMS)
+    new_algorithms = has_0523_algorithms(version)
+    choices = SPEC_ALGORITHMS_0523 if new_algorithms else SPEC_ALGORITHMS
+    add("--speculative-algorithm", type=str, default=None, choices=choices)
     add("--speculative-draft-model-path", "--speculative-draft-model", type=str, default=None)
     add("--speculative-draft-model-revision", type=str, default=None)
     add("--speculative-num-steps", type=int, default=None)
@@ -126,6 +139,8 @@ def build_parser(version: str = DEFAULT_SGLANG_VERSION) -> argparse.ArgumentPars
     if has_adaptive_flags(version):
         add("--speculative-adaptive", action="store_true")
         add("--speculative-adaptive-config", type=str, default=None)
+    if new_algorithms:
+        algorithms.add_flags(p)
     return p
 
 
@@ -174,6 +189,8 @@ def resolve_server_args(
     resolve_adaptive_args(args, version, env_flag(env, "SGLANG_ENABLE_SPEC_V2"), warnings)
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         _resolve_eagle(args, env, warnings)
+    elif algo in algorithms.RESOLVERS and has_0523_algorithms(version):
+        algorithms.RESOLVERS[algo](args, warnings)
     elif algo == "NGRAM":
         if args["max_running_requests"] is None:
             args["max_running_requests"] = SPEC_RESET_MAX_RUNNING_REQUESTS
@@ -249,8 +266,9 @@ def spec_config_from_args(args: Mapping[str, Any]) -> SpecConfig | None:
         return None
     ndt = int(args["speculative_num_draft_tokens"])
     overlap = not args.get("disable_overlap_schedule", False)
-    if algo == "NGRAM":
-        return SpecConfig("NGRAM", max(ndt - 1, 1), 1, ndt, overlap=overlap)
+    if algo == "NGRAM":  # topk: the BFS breadth; steps: not a draft depth
+        topk = int(args["speculative_eagle_topk"] or 1)
+        return SpecConfig("NGRAM", max(ndt - 1, 1), topk, ndt, overlap=overlap)
     return SpecConfig(
         algorithm=str(algo),
         num_steps=int(args["speculative_num_steps"]),

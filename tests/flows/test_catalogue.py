@@ -10,19 +10,21 @@ def test_every_entry_resolves_to_a_deployment_with_a_config_form():
         schema = parameter_schema(entry.flow).model_dump()
         assert {"config", "run_id", "force"} <= set(schema["properties"])
         server = schema["definitions"]["ServerSpec"]["properties"]
-        assert server["max_running_requests"]["description"]  # the UI form explains fields
+        assert server["model_path"]["description"]  # the UI form explains fields
 
 
 def test_nightly_schedule_and_form_defaults_come_from_the_config(sim_config):
     from specsweep.config.schedule import NightlySchedule
 
     deployments = {d.name: d for d in runner_deployments(sim_config, NightlySchedule("5 3 * * 1"))}
-    assert set(deployments) == {"step-sweep", "topk-sweep", "matrix-sweep", "nightly-regression"}
+    assert set(deployments) == {
+        "step-sweep", "topk-sweep", "algorithm-sweep", "matrix-sweep", "nightly-regression",
+    }  # fmt: skip
     [nightly] = deployments["nightly-regression"].schedules
     assert (nightly.schedule.cron, nightly.schedule.timezone) == ("5 3 * * 1", "Europe/Berlin")
     assert nightly.active
     for d in deployments.values():
-        assert d.parameters["config"]["target"]["name"] == "test-host"
+        assert d.parameters["config"]["target"]["more"]["name"] == "test-host"
         assert (
             d.entrypoint == f"specsweep.flows.{d.name.replace('-', '_')}.{d.name.replace('-', '_')}"
         )

@@ -19,6 +19,8 @@ from prefect.deployments.runner import RunnerDeployment
 from specsweep.config.schedule import NightlySchedule
 from specsweep.deployments.catalogue import CATALOGUE, runner_deployments
 from specsweep.deployments.run_labels import wanted_label
+from specsweep.flows.algorithm_sweep import _run_name as algorithm_run_name
+from specsweep.flows.algorithm_sweep import algorithm_sweep_run_name
 from specsweep.flows.matrix_sweep import _run_name as matrix_run_name
 from specsweep.flows.matrix_sweep import matrix_sweep_run_name
 from specsweep.flows.nightly_regression import _run_name as nightly_run_name_at_start
@@ -72,6 +74,7 @@ def test_each_entry_names_runs_as_its_flow_does():
     assert namers == {
         "step-sweep": (step_sweep_run_name, step_run_name),
         "topk-sweep": (topk_sweep_run_name, topk_run_name),
+        "algorithm-sweep": (algorithm_sweep_run_name, algorithm_run_name),
         "matrix-sweep": (matrix_sweep_run_name, matrix_run_name),
         "nightly-regression": (nightly_run_name, nightly_run_name_at_start),
     }
