@@ -9,7 +9,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 # Prefect: no telemetry from test or demo runs (CI and many GPU hosts have no internet).
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
-.PHONY: demo test install refclients lint format lock clean
+.PHONY: demo test test-clock install refclients lint format lock clean
 
 # DEMO_ARGS passes options: `make demo DEMO_ARGS="--set server.port=31900"`.
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
@@ -20,6 +20,15 @@ demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then it
 PYTEST_WORKERS ?= 2
 test: install refclients  ## The whole test suite.
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The tests that read the calendar, with every process's clock (the tests', the Prefect
+# server's, the worker's) moved to CLOCK_AT by libfaketime (Debian's faketime package);
+# by default two days before the spring switch in Europe/Berlin (2027-03-28).
+CLOCK_AT ?= 2027-03-26T12:00:00+00:00
+CLOCK_TESTS ?= tests/unit/deployments tests/unit/config tests/flows/test_catalogue.py \
+	tests/e2e/test_run_names.py
+test-clock: install  ## The calendar's tests at a moved clock.
+	tests/moved_clock.sh $(CLOCK_AT) $(VENV)/bin/pytest $(PYTEST_ARGS) $(CLOCK_TESTS)
 
 # SGLang's own benchmark clients in their own venv, for the protocol-agreement test.
 refclients: $(UV)

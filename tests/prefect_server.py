@@ -99,6 +99,9 @@ def server_env(
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_WORKER_QUERY_SECONDS="1",  # pick up runs quickly (default 10 s)
         PREFECT_LOGGING_LEVEL="INFO",
+        # a busy SQLite answers 503 with no trace by default; the UI shows any 5xx as its
+        # "Oops. Something went wrong." toast (tests/e2e/test_ui_form.py): name it in the log
+        PREFECT_SERVER_LOG_RETRYABLE_ERRORS="true",
     )
     if database_url is not None:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url

@@ -7,6 +7,7 @@ cancelled sweep that must leave no server process behind (issue 5).
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -205,3 +206,8 @@ def test_cancelling_a_sweep_leaves_no_server_running(prefect_stack: PrefectStack
         time.sleep(0.2)
     assert not port_answers(port)
     assert state.entries() == []  # the launch record is cleared, nothing to kill next time
+    # the level stopped at once and the variant's own `finally` tore its server down (its
+    # phases say how long), not only the worker's SIGKILL and the hook after it
+    sidecars = list((tmp_path / "results" / "phases").rglob("*.json"))
+    phases = [json.loads(path.read_text()) for path in sidecars]
+    assert phases and all("teardown_s" in p for p in phases), phases

@@ -106,18 +106,32 @@ def test_dropped_streams_are_failed_requests(tmp_path, port):
 @fault(
     "Slow and flapping health",
     injected="`SPECSWEEP_SIM_SLOW_HEALTH_S=0.4` and `SPECSWEEP_SIM_HEALTH_FLAP=1` "
-    "(/health alternates 200 and 503)",
+    "(/health alternates 200 and 503), the first generation failing (seeded "
+    "`SPECSWEEP_SIM_ERROR_RATE`)",
     outcome="the wait keeps polling until /health answers 200 and a one-token generation "
-    "succeeds; the level is then measured normally",
+    "succeeds: a 200 whose generation fails is not ready, and the flap's 503 after it is "
+    "polled through; the level is then measured normally",
 )
 def test_slow_and_flapping_health_still_reaches_ready(tmp_path, port):
+    # seed 610 draws 0.095 first, then 39 draws >= 0.1: only the wait's first one-token
+    # generation fails, so the wait sees /health 200 (generation failed), then the flap's
+    # 503, then 200 with a generation
     config = config_with(
-        tmp_path, port, SPECSWEEP_SIM_SLOW_HEALTH_S="0.4", SPECSWEEP_SIM_HEALTH_FLAP="1"
+        tmp_path,
+        port,
+        SPECSWEEP_SIM_SLOW_HEALTH_S="0.4",
+        SPECSWEEP_SIM_HEALTH_FLAP="1",
+        SPECSWEEP_SIM_ERROR_RATE="0.1",
+        SPECSWEEP_SIM_SEED="610",
     )
     with launched(config, BASELINE, "fault-run") as server:
         report = server.wait_for_health()
-        assert report.transitions[-1][1] == "ready" and report.polls >= 2
-        assert measure(server, 1)["status"] == "ok"
+        states = [str(state) for _, state in report.transitions]
+        assert states[-1] == "ready" and "healthy" in states, states
+        answered = states[states.index("healthy") :]  # from the first 200 on
+        assert answered == ["healthy", "warming", "ready"], states
+        row = measure(server, 1)
+        assert row["status"] == "ok" and row["failed"] == 0
 
 
 @fault(

@@ -109,21 +109,22 @@ def test_a_server_dying_mid_level_keeps_the_level_and_tries_no_more(tmp_path, po
 
 @fault(
     "Hang during weight loading",
-    injected="`SPECSWEEP_SIM_HANG=load` (alive, never binds the port) with `startup_timeout_s: 3`",
-    outcome="`ServerStartTimeout` after 3 s with the last log line; the hung server is "
+    injected="`SPECSWEEP_SIM_HANG=load` (alive, never binds the port) with `startup_timeout_s: 10`",
+    outcome="`ServerStartTimeout` after 10 s with the last log line; the hung server is "
     "killed by the teardown; the other variants are measured",
 )
 def test_a_hang_while_loading_times_out_and_is_torn_down(tmp_path, port):
     hang = {**SPEC, "num_steps": 1, "env": {"SPECSWEEP_SIM_HANG": "load"}}
     data = matrix_data(tmp_path, port, hang, concurrency=[1])
-    data["server"]["startup_timeout_s"] = 3
+    # the baseline must be ready within it too: 3 s was too short for it on a loaded machine
+    data["server"]["startup_timeout_s"] = 10
     config = parse_config(data)
     hung = Variant(**hang).label  # eagle3-s1-k1-d2 plus the suffix of its env
     with pytest.raises(SweepFailed, match=hung):
         matrix_sweep(config, run_id="hang", publish=False)
     run = ResultsStore(config.results_dir).read_run("hang")
     error = json.loads(run["variant_errors"])[hung]
-    assert error.startswith("ServerStartTimeout: server not ready after 3s")
+    assert error.startswith("ServerStartTimeout: server not ready after 10s")
     assert levels_of(config, "hang") == [("baseline", 1)]
     assert LocalRunner(config.target.workdir).state.entries() == []
     assert no_server_left(port)

@@ -120,10 +120,21 @@ def test_drive_from_orchestrator_measures_from_here(tmp_path, port, sshd):
         server.teardown()
 
 
+def _load_generators(port: int) -> list[psutil.Process]:
+    """The load generators on the host driving the server on `port`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "specsweep.loadgen" in cmd and f":{port}" in cmd and _alive(proc.pid):
+            found.append(proc)
+    return found
+
+
 @fault(
     "SSH connection lost mid-level",
     injected=(
-        "the sshd process serving the orchestrator's connection is SIGKILLed while a level runs"
+        "the sshd process serving the orchestrator's connection is SIGKILLed while a level "
+        "runs, its load generator stopped (SIGSTOP: it cannot notice the lost channel)"
     ),
     outcome=(
         "specsweep reconnects, stops the lost load generator on the host by its operation"
@@ -141,6 +152,7 @@ def test_connection_dropped_mid_level_is_retried_after_reconnecting(tmp_path, po
     server.kill_stale()
     handle = server.launch()
     dropped: list[int] = []
+    lost: list[psutil.Process] = []
     lock = threading.Lock()
     try:
         server.wait_for_health()
@@ -148,14 +160,24 @@ def test_connection_dropped_mid_level_is_retried_after_reconnecting(tmp_path, po
         def drop_once(done: int, total: int) -> None:
             with lock:
                 if done > 0 and not dropped:
+                    # a lost load generator that would die of the closed channel by itself
+                    # proves nothing: stopped, only the operation id can find and end it
+                    lost.extend(_load_generators(port))
+                    for proc in lost:
+                        proc.suspend()
                     client_port = host.connection().transport.sock.getsockname()[1]
                     dropped.extend(sshd.drop_connections(client_port))
 
         row = server.benchmark_level(4, drop_once)
         assert dropped, "the test did not manage to drop the connection"
+        assert lost, "the test did not find the load generator on the host"
         assert row["status"] == "ok" and row["failed"] == 0
         assert row["completed"] == config.load.num_requests(4)
+        assert [p.pid for p in lost if _alive(p.pid)] == [], "the lost load generator runs on"
     finally:
+        for proc in lost:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
         server.teardown()
     assert not _alive(handle.pid)
 
