@@ -24,9 +24,10 @@ from typing import Any
 from specsweep.config import LoadSpec
 from specsweep.loadgen.metrics import split_passes
 from specsweep.loadgen.runner import LevelResult
-from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes, pass_yield
+from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes
+from specsweep.results.intervals import pass_parts
 
-CALIBRATION_PASSES = 6
+CALIBRATION_PASSES = 10
 CALIBRATION_CONCURRENCY = 4  # low enough to be cheap, above one stream's idle gaps
 _CALIBRATION_SEED = 104_729  # added to load.seed: prompts no level sends
 
@@ -72,14 +73,7 @@ class DriftCalibration:
         cls, result: LevelResult, variant: str, shape: str, requests_per_pass: int
     ) -> DriftCalibration | None:
         """The calibration from its level's records; None below two usable passes."""
-        parts = [
-            y
-            for records in split_passes(result.records)
-            if records
-            and (
-                y := pass_yield(records, min(r.start for r in records), max(r.end for r in records))
-            )
-        ]
+        parts = pass_parts(split_passes(result.records), result.metrics.concurrency)
         drift = drift_from_passes(parts)
         if not drift.measured:
             return None
