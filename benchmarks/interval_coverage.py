@@ -4,8 +4,11 @@ A level's ``output_throughput_lo/_hi`` and ``request_throughput_lo/_hi`` claim t
 the level's long-run throughput 95% of the time, and should be no wider than that needs.
 With a measured drift (specsweep/results/drift.py) an interval is Student's t over the
 pass's yield variance (its requests' tokens per server step, grouped where a lag-1 test
-finds neighbours correlated) plus the run's drift, measured by a calibration level of 6
-passes on the first server (specsweep/loadgen/calibration.py). This script checks both
+finds neighbours correlated) plus the run's drift, measured by a calibration level of 10
+passes on the first server (specsweep/loadgen/calibration.py), its upper end reaching the
+rate the pass would have read without its drain's loss (specsweep/results/intervals.py,
+``drain_loss``: a short pass ends with fewer than C requests in flight, a long run
+hardly). This script checks both
 claims on the embedded simulator, for two profiles (``default`` and
 ``llama-3.1-8b-eagle3-h200``, SPECSWEEP_SIM_PROFILE on the server) and, on each, a
 baseline server and one EAGLE-3 server (3 steps, topk 1, 4 draft tokens;
@@ -14,7 +17,7 @@ other on loopback, at each concurrency level (default 1, 4, 16). Per profile and
 emulates one run of the sweep:
 
 1. **Calibration**: on the baseline server, before the level, the sweep's own calibration
-   (``calibration_level``: 6 passes of 16 requests at c=4 for these levels). The EAGLE-3
+   (``calibration_level``: 10 passes of 16 requests at c=4 for these levels). The EAGLE-3
    server's levels use the calibration measured on the baseline server for the same
    level, as a sweep's later variants use the one of the server launched first.
 2. **Truth**: one long level of ``max(160, 40 x C)`` requests, run in four parts of whole

@@ -5,9 +5,12 @@ server's and client's speed, which it does not (specsweep/results/drift.py). Bef
 first level on a target, the sweep runs ``CALIBRATION_PASSES`` passes of the run's own
 level size at ``CALIBRATION_CONCURRENCY`` (clamped to the run's levels) on the server it
 launched first (the baseline): their pass-to-pass spread beyond their yields' is the
-drift every later level of the run on that target adds to its interval. Six passes
-give the estimate 5 degrees of freedom (the t quantile 2.57, 1.3x the normal's: eight
-would give 2.36, and take the demo 3.3 s instead of its 2.5 s).
+drift every later level of the run on that target adds to its interval. Ten passes
+give the estimate 9 degrees of freedom: a deterministic server's interval is the drift
+alone, times the t quantile (2.26 at 9 df, 1.15x the normal's; 2.57 at the 5 df of six
+passes, 1.31x, made the baselines' intervals 1.4-1.5x as wide as their passes' spread on
+a quiet machine, benchmarks/interval_coverage.py). Each pass adds about 0.4 s to the
+demo.
 
 The passes have their own prompt seed (no prefix of theirs is in the server's cache when
 the levels run). What is stored (``DriftCalibration``, a JSON file beside the run's
