@@ -87,13 +87,14 @@ misses by side (truth below lo / above hi), "±" the median relative half-width:
              8B eagle3    90.0% (81/90), ratio 0.90   FAIL
 
 FAIL in both runs of this code: the default profile's EAGLE-3 met both criteria both
-times, the 8B one in run 1 (below), the baselines neither time. Here (ae71070) the default profile ran at load 1-4 and met the coverage band on both
-servers (baseline 95.6%, EAGLE-3 96.7%, the latter also the width), its baseline 1.38x
-wide: its c=1 and c=16 calibrations (0.21%, 0.38%) read above those levels' passes
-(0.18%, 0.28%), one calibration per cell deciding a deterministic server's width. The 8B
-profile ran at load 5-11: its baseline's c=16 truth parts spread 25% and its passes 5.6%
-(coverage 0%), the c=4 passes read 0.5% below their truth (all 9 misses on one side), and
-EAGLE-3's c=16 passes 0.6% above theirs (90.0%): misses that follow the machine's load.
+times, the 8B one in run 1 (below), the baselines neither time. Here (ae71070) the
+default profile ran at load 1-4 and met the coverage band on both servers (baseline
+95.6%, EAGLE-3 96.7%, the latter also the width), its baseline 1.38x wide: its c=1 and
+c=16 calibrations (0.21%, 0.38%) read above those levels' passes (0.18%, 0.28%), one
+calibration per cell deciding a deterministic server's width. The 8B profile ran at load
+5-11: its baseline's c=16 truth parts spread 25% and its passes 5.6% (coverage 0%), the
+c=4 passes read 0.5% below their truth (all 9 misses on one side), and EAGLE-3's c=16
+passes 0.6% above theirs (90.0%): misses that follow the machine's load.
 
 Run 1 of the same code (c4cc6dd, 1,360 s, load 0.5-15.0: the default profile at 9-15,
 the 8B one at 0.5-4): default baseline 72.2% (65/90), 1.32; default eagle3 96.7%
