@@ -125,7 +125,7 @@ class LoadSpec(_Model):
     calibrate_drift: bool = Field(
         True,
         description="Before the first level on a target, measure this run's drift (the "
-        "pass-to-pass spread of throughput that no pass sees from inside) with 6 passes at "
+        "pass-to-pass spread of throughput that no pass sees from inside) with 10 passes at "
         "concurrency 4; every level's throughput interval uses it. false: assume +-1.5%.",
     )
     max_requests: PositiveInt | None = Field(

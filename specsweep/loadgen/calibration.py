@@ -5,9 +5,12 @@ server's and client's speed, which it does not (specsweep/results/drift.py). Bef
 first level on a target, the sweep runs ``CALIBRATION_PASSES`` passes of the run's own
 level size at ``CALIBRATION_CONCURRENCY`` (clamped to the run's levels) on the server it
 launched first (the baseline): their pass-to-pass spread beyond their yields' is the
-drift every later level of the run on that target adds to its interval. Six passes
-give the estimate 5 degrees of freedom (the t quantile 2.57, 1.3x the normal's: eight
-would give 2.36, and take the demo 3.3 s instead of its 2.5 s).
+drift every later level of the run on that target adds to its interval. Ten passes
+give the estimate 9 degrees of freedom: a deterministic server's interval is the drift
+alone, times the t quantile (2.26 at 9 df, 1.15x the normal's; 2.57 at the 5 df of six
+passes, 1.31x, made the baselines' intervals 1.4-1.5x as wide as their passes' spread on
+a quiet machine, benchmarks/interval_coverage.py). Each pass adds about 0.4 s to the
+demo.
 
 The passes have their own prompt seed (no prefix of theirs is in the server's cache when
 the levels run). What is stored (``DriftCalibration``, a JSON file beside the run's
@@ -24,9 +27,10 @@ from typing import Any
 from specsweep.config import LoadSpec
 from specsweep.loadgen.metrics import split_passes
 from specsweep.loadgen.runner import LevelResult
-from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes, pass_yield
+from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes
+from specsweep.results.intervals import pass_parts
 
-CALIBRATION_PASSES = 6
+CALIBRATION_PASSES = 10
 CALIBRATION_CONCURRENCY = 4  # low enough to be cheap, above one stream's idle gaps
 _CALIBRATION_SEED = 104_729  # added to load.seed: prompts no level sends
 
@@ -72,14 +76,7 @@ class DriftCalibration:
         cls, result: LevelResult, variant: str, shape: str, requests_per_pass: int
     ) -> DriftCalibration | None:
         """The calibration from its level's records; None below two usable passes."""
-        parts = [
-            y
-            for records in split_passes(result.records)
-            if records
-            and (
-                y := pass_yield(records, min(r.start for r in records), max(r.end for r in records))
-            )
-        ]
+        parts = pass_parts(split_passes(result.records), result.metrics.concurrency)
         drift = drift_from_passes(parts)
         if not drift.measured:
             return None

@@ -66,6 +66,7 @@ from specsweep.results.intervals import (
     NAN,
     Interval,
     percentile_intervals,
+    steady_tokens,
     steady_window,
     throughput_intervals,
 )
@@ -282,23 +283,6 @@ def _error_summary(records: Sequence[RequestRecord]) -> str | None:
         return None if records else "no requests were run"
     message, count = errors.most_common(1)[0]
     return f"{count} of {len(records)} requests: {message}"
-
-
-def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
-    """Output tokens of ok requests whose chunk arrived in (t0, t1].
-
-    Where the chunks' tokens add up to less than the request's output tokens
-    (OpenAI streams without per-chunk usage) each chunk is scaled up evenly.
-    """
-    total = 0.0
-    for r in records:
-        if not r.ok or not r.chunk_times:
-            continue
-        counted = sum(r.chunk_tokens)
-        scale = r.output_tokens / counted if counted else 0.0
-        inside = sum(n for t, n in zip(r.chunk_times, r.chunk_tokens, strict=True) if t0 < t <= t1)
-        total += inside * scale
-    return total
 
 
 def compute_pass_metrics(

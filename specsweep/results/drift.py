@@ -76,6 +76,13 @@ class PassYield:
     request_throughput: float
     variance: float  # relative variance of the pass's throughput from its requests' yield
     groups: int  # independent groups of requests it was estimated from (df = groups - 1)
+    drain: float = 1.0  # duration / (duration - the drain's lost time): >= 1 (intervals.py)
+
+    @property
+    def steady_output_throughput(self) -> float:
+        """The output throughput without the drain's loss: the rate a pass that never ran
+        fewer than C requests would read."""
+        return self.output_throughput * self.drain
 
 
 def lag1(x: np.ndarray) -> float:
@@ -131,9 +138,11 @@ def yield_variance(records: Sequence[YieldRecord]) -> tuple[float, int]:
     return float((e * e).sum() / (groups * (groups - 1)) / t.mean() ** 2), groups
 
 
-def pass_yield(records: Sequence[YieldRecord], start: float, end: float) -> PassYield | None:
+def pass_yield(
+    records: Sequence[YieldRecord], start: float, end: float, lost: float = 0.0
+) -> PassYield | None:
     """The pass's whole-pass throughputs (first send to last end) and its yield's variance;
-    None when nothing completed."""
+    ``lost``: seconds its drain lost (intervals.drain_loss); None when nothing completed."""
     done = [r for r in records if r.ok]
     if not done or not end > start:
         return None
@@ -141,7 +150,10 @@ def pass_yield(records: Sequence[YieldRecord], start: float, end: float) -> Pass
     if not out > 0:
         return None
     variance, groups = yield_variance(records)
-    return PassYield(out, len(done) / (end - start), variance, groups)
+    lost = min(max(lost, 0.0), 0.5 * (end - start))  # a bound against a broken window
+    return PassYield(
+        out, len(done) / (end - start), variance, groups, (end - start) / (end - start - lost)
+    )
 
 
 def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:

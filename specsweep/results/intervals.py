@@ -37,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from specsweep.results.drift import Drift, pass_yield, pooled_drift, satterthwaite
+from specsweep.results.drift import Drift, PassYield, pass_yield, pooled_drift, satterthwaite
 
 
 class RequestRecord(Protocol):
@@ -172,6 +172,62 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> tuple[f
     return (t0, t1)
 
 
+def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
+    """Output tokens of ok requests whose chunk arrived in (t0, t1].
+
+    Where the chunks' tokens add up to less than the request's output tokens
+    (OpenAI streams without per-chunk usage) each chunk is scaled up evenly.
+    """
+    total = 0.0
+    for r in records:
+        if not r.ok or not r.chunk_times:
+            continue
+        counted = sum(r.chunk_tokens)
+        scale = r.output_tokens / counted if counted else 0.0
+        inside = sum(n for t, n in zip(r.chunk_times, r.chunk_tokens, strict=True) if t0 < t <= t1)
+        total += inside * scale
+    return total
+
+
+def drain_loss(records: Sequence[RequestRecord], concurrency: int) -> float:
+    """Seconds one pass lost to its drain: from the steady window's end, when fewer than C
+    requests can be in flight, to its last end, less the time the tokens that arrived then
+    would have taken at the steady window's rate (0 where it has no steady window, or one
+    stream: a single stream never drains).
+
+    A pass of N requests ends with one drain however long it is, so a short pass reads
+    below the long run by about this share of its duration (a speculative server's
+    requests end raggedly; a deterministic one's last wave ends at once).
+    """
+    if concurrency < 2 or not records:
+        return 0.0
+    t0, t1 = steady_window(records, concurrency)
+    end = max(r.end for r in records)
+    if not (t1 > t0 and end > t1):
+        return 0.0
+    steady = steady_tokens(records, t0, t1) / (t1 - t0)
+    if not steady > 0:
+        return 0.0
+    return max(0.0, (end - t1) - steady_tokens(records, t1, end) / steady)
+
+
+def pass_parts(passes: Sequence[Sequence[RequestRecord]], concurrency: int) -> list[PassYield]:
+    """Each pass's throughputs, yield variance and drain (the passes that completed)."""
+    return [
+        y
+        for records in passes
+        if records
+        and (
+            y := pass_yield(
+                records,
+                min(r.start for r in records),
+                max(r.end for r in records),
+                drain_loss(records, concurrency),
+            )
+        )
+    ]
+
+
 def slice_rates(
     records: Sequence[RequestRecord], slices: int, window: tuple[float, float] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -241,21 +297,18 @@ def throughput_intervals(
     or not measured) the slices and the assumed ``DRIFT_FLOOR`` (module docstring).
     """
     if drift is not None and drift.measured:
-        return _calibrated_intervals(passes, drift)
+        return _calibrated_intervals(passes, concurrency, drift)
     return _sliced_intervals(passes, concurrency)
 
 
 def _calibrated_intervals(
-    passes: Sequence[Sequence[RequestRecord]], drift: Drift
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int, drift: Drift
 ) -> tuple[Interval, Interval]:
     """Student's t of the mean over passes: each pass's yield variance plus the drift
-    (pooled with the passes' own spread from two passes on), Welch-Satterthwaite df."""
-    parts = [
-        y
-        for records in passes
-        if records
-        and (y := pass_yield(records, min(r.start for r in records), max(r.end for r in records)))
-    ]
+    (pooled with the passes' own spread from two passes on), Welch-Satterthwaite df. The
+    upper end is that of the passes' rate without their drains' loss (a short pass reads
+    below the long run by its drain): the interval holds both."""
+    parts = pass_parts(passes, concurrency)
     if not parts:
         return Interval(NAN), Interval(NAN)
     n = len(parts)
@@ -267,11 +320,17 @@ def _calibrated_intervals(
     t = t_quantile(max(1, math.floor(df))) if math.isfinite(df) else _Z975
     rel = t * math.sqrt(within + spread)
     out = []
-    for value in (
-        float(np.mean([p.output_throughput for p in parts])),
-        float(np.mean([p.request_throughput for p in parts])),
+    for value, steady in (
+        (
+            float(np.mean([p.output_throughput for p in parts])),
+            float(np.mean([p.steady_output_throughput for p in parts])),
+        ),
+        (
+            float(np.mean([p.request_throughput for p in parts])),
+            float(np.mean([p.request_throughput * p.drain for p in parts])),
+        ),
     ):
-        out.append(Interval(value, value * (1.0 - rel), value * (1.0 + rel)))
+        out.append(Interval(value, value * (1.0 - rel), max(value, steady) * (1.0 + rel)))
     return out[0], out[1]
 
 
