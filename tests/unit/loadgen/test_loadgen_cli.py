@@ -80,8 +80,12 @@ def test_the_runs_drift_reaches_a_remote_load_generator() -> None:
     assert out.returncode == 0, out.stderr
     metrics = parse_result_line(out.stdout.splitlines()[-1]).metrics
     assert metrics.throughput_drift == 0.01 and metrics.throughput_drift_source == "calibrated"
-    # one token per step: the interval is the drift's alone, t with 7 degrees of freedom
-    assert metrics.output_throughput_ci.rel_halfwidth == pytest.approx(2.365 * 0.01)
+    # one token per step: below the value the interval is the drift's alone, t with 7
+    # degrees of freedom (above it, it may also reach the drain-free rate: the pass's tail,
+    # which the stub's timing sets, results/intervals.py drain_loss)
+    ci = metrics.output_throughput_ci
+    assert (ci.value - ci.lo) / ci.value == pytest.approx(2.365 * 0.01)
+    assert ci.hi >= ci.value * (1 + 2.365 * 0.01) - 1e-9
 
 
 def test_cli_bad_url_exits_2() -> None:
