@@ -11,6 +11,7 @@ import pytest
 
 from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
+from specsweep.loadgen.calibration import CALIBRATION_PASSES
 from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
 from specsweep.pipeline import ServerState, VariantServer
@@ -71,11 +72,11 @@ def test_the_first_server_calibrates_and_every_later_level_uses_it(tmp_path):
     baseline, spec = _servers(tmp_path, host)
     assert baseline.needs_calibration and spec.needs_calibration
     cal = baseline.calibrate_drift()
-    assert cal is not None and cal.df == 5 and cal.drift > 0.005
-    assert host.calls[0] == {"concurrency": 4, "repeats": 6, "drift": None}
+    assert cal is not None and cal.df == CALIBRATION_PASSES - 1 and cal.drift > 0.005
+    assert host.calls[0] == {"concurrency": 4, "repeats": CALIBRATION_PASSES, "drift": None}
     assert "calibration_s" in baseline.phases.seconds
     row = baseline.benchmark_level(1)
-    assert host.calls[-1]["drift"] == Drift(cal.drift, 5, "calibrated")
+    assert host.calls[-1]["drift"] == Drift(cal.drift, CALIBRATION_PASSES - 1, "calibrated")
     assert row["throughput_drift"] == cal.drift and row["throughput_drift_source"] == "calibrated"
     # a server built later in the run (the next variant, or a resumed run) reads it back
     later = VariantServer.for_variant(_config(tmp_path), spec.variant, spec.ctx)
@@ -83,7 +84,9 @@ def test_the_first_server_calibrates_and_every_later_level_uses_it(tmp_path):
 
 
 def _config(tmp_path):
-    return parse_config(sim_config_data(tmp_path, 1, load={"concurrency": [1, 4, 16]}))
+    return parse_config(
+        sim_config_data(tmp_path, 1, load={"concurrency": [1, 4, 16], "calibrate_drift": True})
+    )
 
 
 def test_a_failed_calibration_leaves_the_levels_on_the_assumed_floor(tmp_path, caplog):
