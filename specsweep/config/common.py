@@ -126,6 +126,16 @@ _OWNED_SPELLED = (
     "--speculative-adaptive-config",
     "--speculative-dflash-block-size",
     "--speculative-dspark-block-size",
+    # NGRAM's (config/algorithms.py NgramSettings.args): an abbreviation shorter than
+    # their common prefix (`--speculative-ng`) stands for them too
+    "--speculative-ngram-min-bfs-breadth",
+    "--speculative-ngram-max-bfs-breadth",
+    "--speculative-ngram-match-type",
+    "--speculative-ngram-max-trie-depth",
+    "--speculative-ngram-capacity",
+    "--speculative-ngram-external-corpus-path",
+    "--speculative-ngram-external-sam-budget",
+    "--speculative-ngram-external-corpus-max-tokens",
 )
 
 

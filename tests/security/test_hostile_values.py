@@ -230,9 +230,12 @@ _OWNED_DESTS = {
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
     "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
     "speculative_adaptive_config",
+    # the algorithms' own settings (specsweep/config/algorithms.py sets them per variant)
+    "speculative_dflash_block_size", "speculative_dspark_block_size", "uno_lora_path",
 }  # fmt: skip
 _PARSER = build_parser()
 _ACTIONS = _PARSER._option_string_actions  # option string -> action
+_OWNED_DESTS |= {a.dest for a in _ACTIONS.values() if a.dest.startswith("speculative_ngram_")}
 
 
 def _resolves_to(flag: str) -> set[str]:
