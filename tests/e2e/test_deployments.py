@@ -151,7 +151,7 @@ def test_the_nightly_schedule_is_registered_with_its_cron_and_timezone(
     assert entry["schedule"]["cron"] == NIGHTLY_CRON == "0 2 * * *"
     assert entry["schedule"]["timezone"] == NIGHTLY_TIMEZONE == "Europe/Berlin"
     assert entry["active"] is True and deployment["paused"] is False
-    assert deployment["parameters"]["config"]["target"]["name"] == TARGET
+    assert deployment["parameters"]["config"]["target"]["more"]["name"] == TARGET
     for name in ("step-sweep", "topk-sweep", "matrix-sweep"):
         assert prefect_stack.get(f"/deployments/name/{name}/{name}")["schedules"] == []
 
