@@ -360,11 +360,16 @@ def _static_deploy(levels: pd.DataFrame, policy: Policy | None, base: str | None
 
 
 def _algorithm_of(levels: pd.DataFrame, base: str | None) -> dict[str, str]:
-    """Speculative variant -> its algorithm (EAGLE3, NGRAM, ...)."""
+    """Speculative variant -> its algorithm (EAGLE3, NGRAM, ...); NEXTN is sglang's EAGLE.
+    Rows without one (files before the column) name no algorithm."""
     if "algorithm" not in levels.columns:
         return {}
-    rows = levels[levels["variant"] != base].drop_duplicates("variant")
-    return {str(v): str(a).upper() for v, a in zip(rows["variant"], rows["algorithm"], strict=True)}
+    rows = levels[(levels["variant"] != base) & levels["algorithm"].notna()]
+    rows = rows.drop_duplicates("variant")
+    return {
+        str(v): "EAGLE" if str(a).upper() == "NEXTN" else str(a).upper()
+        for v, a in zip(rows["variant"], rows["algorithm"], strict=True)
+    }
 
 
 def _foreign_choices(
@@ -373,6 +378,7 @@ def _foreign_choices(
     """Levels whose choice is a variant of another algorithm than the tiers' chains: SGLang's
     adaptive tiers cannot run it there (they switch step counts of one chain family)."""
     family = export.family.algorithm.upper()
+    family = "EAGLE" if family == "NEXTN" else family
     return {
         c: j.choice
         for c, j in judgments.items()
