@@ -67,9 +67,9 @@ def time_scale(ref: str, levels: list[int], args: Any, mrr: int = 64) -> float:
     return math.ceil(float(f"{scale:.3g}") * 100) / 100
 
 
-def sim_server(profile: str, mrr: int = 64) -> dict[str, Any]:
+def sim_server(profile: str, mrr: int = 64, scale: float = 0.1) -> dict[str, Any]:
     """The `server` section of a benchmark's sweep on the simulator: a loopback port, one
-    max_running_requests for every variant, time scale 0.1 and short load and warmup."""
+    max_running_requests for every variant, the time scale and short load and warmup."""
     return {
         "backend": "simulator",
         "model_path": "sim/llama",
@@ -79,7 +79,7 @@ def sim_server(profile: str, mrr: int = 64) -> dict[str, Any]:
         "startup_timeout_s": 60,
         "env": {
             "SPECSWEEP_SIM_PROFILE": profile,
-            "SPECSWEEP_SIM_TIME_SCALE": "0.1",
+            "SPECSWEEP_SIM_TIME_SCALE": f"{scale:g}",
             "SPECSWEEP_SIM_LOAD_SECONDS": "0.5",
             "SPECSWEEP_SIM_WARMUP_SECONDS": "0.2",
         },
