@@ -13,6 +13,7 @@ from specsweep.analysis.answer import analyze
 from specsweep.analysis.decision import by_level_rule
 from specsweep.analysis.shapes import category_table, verify_caps
 from specsweep.report.decision_view import decision_markdown
+from specsweep.report.tables import policy_table
 from tests.synthetic_levels import baseline_tput, chain_row, frame, level_row
 
 RUN = "20261203T000000Z-algos"
@@ -81,6 +82,9 @@ def test_two_algorithms_chosen_deploy_each_levels_own_choice_not_the_tiers():
     text = "\n".join(decision_markdown(answer))
     assert "Launch command of ngram-w10-d8" in text and "Launch command of eagle3-s2-k1-d3" in text
     assert "| 1 | ngram-w10-d8 |" in text and "| 4 | eagle3-s2-k1-d3 |" in text
+    policy = policy_table(answer)
+    assert policy is not None and policy.rows[0][0].startswith("with one server: ")
+    assert "the decision deploys by level: ngram-w10-d8 up to c=2" in (policy.note or "")
 
 
 def test_chains_chosen_everywhere_still_deploy_the_tiers():
