@@ -272,7 +272,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--profiles", nargs="*", default=list(PROFILES))
     parser.add_argument("--truth", action="store_true", help="print the truth tables only")
+    parser.add_argument("--output-len", type=int, default=OUTPUT, help="tokens per request")
     args = parser.parse_args()
+    globals()["OUTPUT"] = args.output_len
     if args.truth:
         for profile in args.profiles:
             show_truth(profile)
