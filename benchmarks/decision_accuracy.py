@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from simbench import code_state, free_port, run_sweep, say  # noqa: E402
+from simbench import code_state, prefect_here, run_sweep, say, sim_server  # noqa: E402
 
 PROFILES = {"default": [1, 3, 5], "llama-3.1-8b-eagle3-h200": [1, 3, 5]}
 LEVELS = [1, 2, 4, 8, 16, 32]
@@ -85,20 +84,7 @@ def sweep_config(profile: str, steps: list[int], budget: float | None, out: Path
             "name": f"accuracy-{profile}",
             "target": {"kind": "local", "name": "bench", "workdir": str(out / "work")},
             "results_dir": str(out / "results"),
-            "server": {
-                "backend": "simulator",
-                "model_path": "sim/llama",
-                "host": "127.0.0.1",
-                "port": free_port(),
-                "max_running_requests": 64,
-                "startup_timeout_s": 60,
-                "env": {
-                    "SPECSWEEP_SIM_PROFILE": profile,
-                    "SPECSWEEP_SIM_TIME_SCALE": "0.1",
-                    "SPECSWEEP_SIM_LOAD_SECONDS": "0.5",
-                    "SPECSWEEP_SIM_WARMUP_SECONDS": "0.2",
-                },
-            },
+            "server": sim_server(profile, 64),
             "step_sweep": {
                 "algorithm": "EAGLE3",
                 "draft_model_path": "sim/draft",
@@ -198,13 +184,7 @@ def main() -> int:
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="decision-accuracy-"))
     out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    if not os.environ.get("PREFECT_API_URL"):
-        os.environ.setdefault("PREFECT_HOME", str(out / "prefect"))
-    from specsweep.flows.prefect_api import prepare_ephemeral_api
-
-    prepare_ephemeral_api()  # its database migrated before the server's startup wait
+    prefect_here(out)
     say(f"{code_state(ROOT)}; results under {out}")
     outcomes = []
     for profile in args.profiles:

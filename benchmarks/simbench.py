@@ -67,6 +67,39 @@ def time_scale(ref: str, levels: list[int], args: Any, mrr: int = 64) -> float:
     return math.ceil(float(f"{scale:.3g}") * 100) / 100
 
 
+def sim_server(profile: str, mrr: int = 64, scale: float = 0.1) -> dict[str, Any]:
+    """The `server` section of a benchmark's sweep on the simulator: a loopback port, one
+    max_running_requests for every variant, the time scale and short load and warmup."""
+    return {
+        "backend": "simulator",
+        "model_path": "sim/llama",
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "max_running_requests": mrr,
+        "startup_timeout_s": 60,
+        "env": {
+            "SPECSWEEP_SIM_PROFILE": profile,
+            "SPECSWEEP_SIM_TIME_SCALE": f"{scale:g}",
+            "SPECSWEEP_SIM_LOAD_SECONDS": "0.5",
+            "SPECSWEEP_SIM_WARMUP_SECONDS": "0.2",
+        },
+    }
+
+
+def prefect_here(out: Path) -> None:
+    """Prefect's ephemeral API under `out` (unless PREFECT_API_URL names one), quiet, its
+    database migrated before the server's startup wait."""
+    import os
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    if not os.environ.get("PREFECT_API_URL"):
+        os.environ.setdefault("PREFECT_HOME", str(out / "prefect"))
+    from specsweep.flows.prefect_api import prepare_ephemeral_api
+
+    prepare_ephemeral_api()
+
+
 def run_sweep(config: Any) -> tuple[str | None, str | None]:
     """(run id, failure) of one matrix sweep in this process."""
     from specsweep.errors import SweepFailed

@@ -34,6 +34,7 @@ from specsweep.analysis.shapes import (
     shape_order,
     shape_rows,
     surface_table,
+    verify_caps,
 )
 from specsweep.errors import PolicyExportRefused
 from specsweep.results.schema import HOSTS_SCHEMA, PREDICTIONS_SCHEMA
@@ -615,6 +616,6 @@ def analyze_run(
         mix,
         slo,
         store.read_predictions(run_id),
-        category_table(requests),
+        category_table(requests, verify_caps(levels)),
         store.read_host_plans(run_id),
     )

@@ -9,8 +9,11 @@ artifacts, the plots and `policy export` render a `CellDecision`; none of them p
 winner of its own.
 
 - **deploy**: SGLang adaptive tiers where the variants allow it (static topk-1 chains of
-  one family: the engine runs each level's own step count), else the static rule "X up
-  to c=N, then no speculation", else no speculation;
+  one family: the engine runs each level's own step count) and no level chose another
+  algorithm, else, where the levels chose more than one algorithm, the rule by level
+  ("A up to c=4, then B up to c=16, then no speculation": one server runs one algorithm,
+  so each range is its own server), else the static rule "X up to c=N, then no
+  speculation", else no speculation;
 - **per level**: what the deployed config runs there (the measured variant that stands
   for it), and its measured effect against no speculation and against SGLang's default
   tiers where those were measured;
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import pandas as pd
@@ -39,7 +42,7 @@ from specsweep.analysis.policy import Policy
 from specsweep.analysis.tie_rule import LevelJudgment
 from specsweep.results.intervals import Interval, ratio
 
-DeployKind = Literal["tiers", "static", "none"]
+DeployKind = Literal["tiers", "static", "by-level", "none"]
 HEADLINE_COLUMNS = 100
 
 
@@ -96,6 +99,8 @@ class Deployable:
     sglang_json: str | None = None  # tiers: the --speculative-adaptive-config file
     command: str | None = None  # the exact server command, where the run's config rebuilds it
     notes: tuple[str, ...] = ()
+    # by-level: each speculative segment's variant and its exact server command
+    commands: tuple[tuple[str, str], ...] = ()
 
     def effect_at(self, concurrency: int) -> LevelEffect | None:
         return next((e for e in self.effects if e.concurrency == concurrency), None)
@@ -354,6 +359,98 @@ def _static_deploy(levels: pd.DataFrame, policy: Policy | None, base: str | None
     )
 
 
+def _algorithm_of(levels: pd.DataFrame, base: str | None) -> dict[str, str]:
+    """Speculative variant -> its algorithm (EAGLE3, NGRAM, ...); NEXTN is sglang's EAGLE.
+    Rows without one (files before the column) name no algorithm."""
+    if "algorithm" not in levels.columns:
+        return {}
+    rows = levels[(levels["variant"] != base) & levels["algorithm"].notna()]
+    rows = rows.drop_duplicates("variant")
+    return {
+        str(v): "EAGLE" if str(a).upper() == "NEXTN" else str(a).upper()
+        for v, a in zip(rows["variant"], rows["algorithm"], strict=True)
+    }
+
+
+def _foreign_choices(
+    judgments: Mapping[int, LevelJudgment], export: TierExport, algorithms: Mapping[str, str]
+) -> dict[int, str]:
+    """Levels whose choice is a variant of another algorithm than the tiers' chains: SGLang's
+    adaptive tiers cannot run it there (they switch step counts of one chain family)."""
+    family = export.family.algorithm.upper()
+    family = "EAGLE" if family == "NEXTN" else family
+    return {
+        c: j.choice
+        for c, j in judgments.items()
+        if j.choice in algorithms and algorithms[j.choice] != family
+    }
+
+
+def _segments(choices: Mapping[int, str]) -> list[tuple[str, list[int]]]:
+    """Consecutive levels with the same choice, in level order."""
+    out: list[tuple[str, list[int]]] = []
+    for c in sorted(choices):
+        if out and out[-1][0] == choices[c]:
+            out[-1][1].append(c)
+        else:
+            out.append((choices[c], [c]))
+    return out
+
+
+def by_level_rule(choices: Mapping[int, str], base: str | None) -> str:
+    """'ngram-w10-d8 up to c=4, then eagle3-s3-k1-d4 up to c=16, then no speculation'."""
+    segments = _segments(choices)
+    parts = []
+    for i, (variant, cs) in enumerate(segments):
+        name = "no speculation" if variant == base else variant
+        last = i == len(segments) - 1
+        parts.append(name if last and variant == base else f"{name} up to c={cs[-1]}")
+    return ", then ".join(parts)
+
+
+def _by_level_deploy(
+    levels: pd.DataFrame,
+    judgments: Mapping[int, LevelJudgment],
+    policy: Policy | None,
+    base: str,
+    pivots: Mapping[str, Pivot],
+    refused_tiers: str | None,
+) -> Deployable:
+    """Each level runs its own choice: the levels chose more than one algorithm, and one
+    SGLang server runs one algorithm (it cannot switch algorithms by load)."""
+    choices = {c: j.choice for c, j in judgments.items()}
+    runs = {c: (v, _steps_of(levels, v, base)) for c, v in choices.items()}
+    spec = [c for c, v in choices.items() if v != base]
+    segments = _segments(choices)
+    switch_at = None
+    if len(segments) > 1 and segments[-1][0] == base and segments[-2][0] in pivots:
+        lo, hi = segments[-2][1][-1], segments[-1][1][0]
+        downs = [x for x, d in pivots[segments[-2][0]].crossings if d == "down" and lo <= x <= hi]
+        switch_at = downs[0] if downs else None
+    commands = []
+    for variant, _ in segments:
+        rows = levels.loc[levels["variant"] == variant, "server_command"].dropna()
+        if variant != base and len(rows) and variant not in dict(commands):
+            commands.append((variant, str(rows.iloc[0])))
+    notes = [
+        "one SGLang server runs one speculative algorithm and cannot switch it by load: serve "
+        "each range of concurrency with its own server"
+        + (f"; with one server, {policy.rule()}" if policy is not None and policy.variant else "")
+    ]
+    if refused_tiers:
+        notes.append(refused_tiers)
+    return Deployable(
+        kind="by-level",
+        rule="by level: " + by_level_rule(choices, base),
+        effects=_effects(levels, runs, base),
+        variant=policy.variant if policy is not None else None,
+        up_to=max(spec) if spec else None,
+        switch_at=switch_at,
+        notes=tuple(notes),
+        commands=tuple(commands),
+    )
+
+
 def decide(
     levels: pd.DataFrame,
     run_id: str,
@@ -373,6 +470,19 @@ def decide(
     allow them) and `policy` (the static rule). `command`: the tiers' exact server
     command where the run's config rebuilds it."""
     base = baseline_name(levels) if len(levels) else None
+    algorithms = _algorithm_of(levels, base)
+    chosen = {algorithms[j.choice] for j in judgments.values() if j.choice in algorithms}
+    refused_tiers = None
+    if export is not None and (foreign := _foreign_choices(judgments, export, algorithms)):
+        at: dict[str, list[str]] = {}
+        for c, v in sorted(foreign.items()):
+            at.setdefault(v, []).append(str(c))
+        where = "; ".join(f"{v} (chosen at c={', '.join(cs)})" for v, cs in at.items())
+        refused_tiers = (
+            f"SGLang adaptive tiers of the {export.family.algorithm} chains are not deployed: "
+            f"they switch step counts of one chain family and cannot run {where}"
+        )
+        export = None
     if export is not None:
         deploy = _tiers_deploy(levels, export, base, command)
         opens = tuple(
@@ -381,7 +491,12 @@ def decide(
             if t.open
         )
     else:
-        deploy = _static_deploy(levels, policy, base)
+        if len(chosen) > 1 and base is not None:
+            deploy = _by_level_deploy(levels, judgments, policy, base, pivots or {}, refused_tiers)
+        else:
+            deploy = _static_deploy(levels, policy, base)
+            if refused_tiers:
+                deploy = replace(deploy, notes=(*deploy.notes, refused_tiers))
         opens = tuple(
             OpenCell(j.concurrency, j.choice, j.rival or j.best, j.rival_ratio)
             for j in judgments.values()

@@ -27,6 +27,7 @@ SURFACE_COLUMNS = [
 # The requests columns category_table reads (the rest of a request row is not loaded).
 CATEGORY_INPUTS = [
     "variant", "concurrency", "shape", "category", "error", "tpot_ms", "spec_accept_length",
+    "chunk_tokens",
 ]  # fmt: skip
 
 CATEGORY_COLUMNS = [
@@ -71,11 +72,48 @@ def surface_table(best_by_shape: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def category_table(requests: pd.DataFrame) -> pd.DataFrame:
+def verify_caps(levels: pd.DataFrame) -> dict[str, int]:
+    """Speculative variant -> the most tokens one verify pass emits (its draft tokens), for
+    the variants whose streamed chunks are one verify pass each (no ``--stream-interval``
+    above 1 in the server command): what `category_table` may read acceptance from."""
+    need = {"variant", "is_baseline", "num_draft_tokens", "server_command"}
+    if levels.empty or not need <= set(levels.columns):
+        return {}
+    caps = {}
+    for variant, g in levels[~levels["is_baseline"].astype(bool)].groupby("variant"):
+        tokens = g["num_draft_tokens"].dropna()
+        command = (
+            str(g["server_command"].dropna().iloc[0]) if g["server_command"].notna().any() else ""
+        )
+        interval = re.search(r"--stream-interval[ =](\d+)", command)
+        if len(tokens) and (interval is None or int(interval.group(1)) == 1):
+            caps[str(variant)] = int(tokens.iloc[0])
+    return caps
+
+
+def _chunk_accept(chunks: Any, cap: int) -> float:
+    """Tokens per verify pass from a request's streamed chunks (one pass per chunk): the
+    chunks between the first (the prefill's token) and the last (cut at max_tokens);
+    NaN when there are none or a chunk holds more than one pass can emit (`cap`)."""
+    if chunks is None or len(chunks) < 3:
+        return np.nan
+    middle = [int(n) for n in list(chunks)[1:-1]]
+    if not middle or max(middle) > cap or min(middle) < 1:
+        return np.nan
+    return float(np.mean(middle))
+
+
+def category_table(
+    requests: pd.DataFrame, verify_caps: dict[str, int] | None = None
+) -> pd.DataFrame:
     """Per shape, variant and prompt category: requests, the mean accept length (tokens per
     verify pass, over all the variant's measured requests) and the median per-stream decode
     speed at the variant's lowest level (where a stream's speed is speculation's gain, not
-    the batch's). Empty when no request carries a category."""
+    the batch's). Empty when no request carries a category.
+
+    The accept length is the server's (``meta_info.spec_accept_length``, on ``/generate``);
+    OpenAI endpoints carry none, so for the variants in `verify_caps` (each streamed chunk
+    one verify pass, see `verify_caps`) it is read from the request's chunks instead."""
     if requests.empty or "category" not in requests.columns:
         return pd.DataFrame(columns=CATEGORY_COLUMNS)
     rows = requests[requests["category"].notna() & requests["error"].isna()]
@@ -85,10 +123,14 @@ def category_table(requests: pd.DataFrame) -> pd.DataFrame:
         shape=rows["shape"].fillna(""),
         decode=1000.0 / rows["tpot_ms"].where(rows["tpot_ms"] > 0),
     )
+    caps = verify_caps or {}
     out = []
     for (shape, variant, category), g in rows.groupby(["shape", "variant", "category"]):
         low = g[g["concurrency"] == g["concurrency"].min()]
-        accept = g["spec_accept_length"].dropna()
+        accept = g["spec_accept_length"]
+        if variant in caps and "chunk_tokens" in g.columns and accept.isna().all():
+            accept = g["chunk_tokens"].map(lambda ch, cap=caps[variant]: _chunk_accept(ch, cap))
+        accept = accept.dropna()
         out.append(
             {
                 "shape": shape or None,

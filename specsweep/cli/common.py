@@ -324,6 +324,12 @@ def show_decision(answer: Answer) -> None:
         console.print(text, soft_wrap=True, markup=False, highlight=False)
     if first.deploy.command:
         console.print(f"deploy: {first.deploy.command}", soft_wrap=True, markup=False)
+    if first.deploy.kind == "by-level":
+        for note in first.deploy.notes:
+            text = textwrap.fill(f"- {note[0].upper()}{note[1:]}.", 100, subsequent_indent="  ")
+            console.print(text, soft_wrap=True, markup=False, highlight=False)
+    for variant, command in first.deploy.commands:
+        console.print(f"deploy {variant}: {command}", soft_wrap=True, markup=False)
     for other in found[1:]:
         for line in other.headline():
             console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)

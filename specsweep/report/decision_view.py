@@ -89,6 +89,8 @@ def deploy_blocks(decision: CellDecision) -> list[str]:
     if deploy.command:
         what = "Launch command" if deploy.kind == "tiers" else f"Launch command of {deploy.variant}"
         out += [f"{what}:", "", "```bash", deploy.command, "```", ""]
+    for variant, command in deploy.commands:
+        out += [f"Launch command of {variant}:", "", "```bash", command, "```", ""]
     return out
 
 

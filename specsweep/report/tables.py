@@ -69,9 +69,11 @@ def policy_table(answer: Answer) -> Table | None:
     if p is None:
         return None
     base = baseline_name(answer.levels) or "baseline"
+    d = answer.decision
+    by_level = d is not None and d.deploy.kind == "by-level"
     rows = [
         [
-            "recommended: " + p.rule(),
+            ("with one server: " if by_level else "recommended: ") + p.rule(),
             num(p.throughput),
             gain_text(p.gain_vs_baseline, p.gain_lo, p.gain_hi),
         ],
@@ -99,7 +101,14 @@ def policy_table(answer: Answer) -> Table | None:
             " 95%: the recommended rule's gain from the levels' intervals, over the levels "
             "where it runs speculation."
         )
-    if p.tie_note:
+    if by_level:
+        assert d is not None
+        note += (
+            f" The levels chose more than one algorithm, so the decision deploys {d.deploy.rule}"
+            " (one SGLang server runs one algorithm: each range its own server); this rule is "
+            "the best one server can do."
+        )
+    elif p.tie_note:
         note += f" {p.tie_note}"
     return Table(
         f"Speculation policy{at(answer)}",

@@ -7,6 +7,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specsweep.analysis.answer import analyze_run
 from specsweep.cli import app
 from specsweep.config.file import parse_config
 from specsweep.flows.algorithm_sweep import algorithm_sweep_run_name
@@ -42,3 +43,13 @@ def test_an_algorithm_sweep_measures_the_baseline_and_each_algorithm(tmp_path, p
     ngram = spec[spec["variant"] == "ngram-w10-d12"]
     assert "--speculative-ngram-max-bfs-breadth 10" in ngram["server_command"].iloc[0]
     assert (ngram["topk"] == 10).all()  # what sglang runs: topk = the max BFS breadth
+    # the answer covers algorithms: the headline deploys a measured config, and acceptance
+    # per prompt category is there for every algorithm
+    answer = analyze_run(store, store.latest_run_id())
+    deploy = answer.decision.deploy
+    assert deploy.kind in ("static", "by-level", "none")  # no EAGLE chain: never tiers
+    assert set(deploy.runs_at().values()) <= set(levels["variant"])
+    cats = answer.categories[answer.categories["variant"] != "baseline"]
+    assert set(cats["variant"]) == {"dflash-b8", "ngram-w10-d12"}
+    assert set(cats["category"]) == {"chat", "code", "reasoning", "summarisation"}
+    assert (cats["accept_length"] > 1.0).all()

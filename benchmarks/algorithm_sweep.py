@@ -1,0 +1,318 @@
+"""Does the algorithm sweep's answer get the simulator's ground truth right? (issue 31, item 5)
+
+For each simulator profile (``default``, ``llama-3.1-8b-eagle3-h200``) one algorithm sweep
+(baseline, two EAGLE3 chains, NGRAM, DFLASH, FROZEN_KV_MTP) runs through the real flow
+(``specsweep.flows.algorithm_sweep`` in this process, on Prefect's ephemeral API, as
+``specsweep run algorithm-sweep`` does) on the bundled real prompts (``prompts: builtin``:
+chat, code, reasoning, summarisation), with the default measure-more budget. Time runs at
+scale 0.1 (decision_accuracy's), slower for a profile whose baseline at c=32 would stream
+more than ``RATE`` chunks per wall second (the llama profile: 0.48): past that the shared
+CPU, not the model, sets what is measured.
+
+Ground truth is the simulator's own model, with decision_accuracy.py's convention extended
+to every algorithm and to a category mix:
+
+- each variant's ``SpecConfig`` is what the simulated server resolves from the variant's
+  exact command (``sim.server_args``: NGRAM's breadth, DFLASH's block, overlap), so the truth
+  prices what was launched;
+- throughput is ``perf_model``'s cycle time at the run's mean decode context
+  (``decode_context(input, output)``) and the accept length over the run's prompts: the
+  requests' categories (the run's requests table) weighted by how long each stays in the
+  batch, i.e. the frequency-weighted harmonic mean of the categories' expected accept
+  lengths (each request emits ``output_len`` tokens; one of category k runs
+  ``output_len / E[L_k]`` cycles). Prefill is ignored, as there.
+- a variant's true pivot is the first integer c where it no longer beats the baseline,
+  the crossing interpolated in log2 c between that c and the one below (decision_accuracy).
+
+Criteria (written before the first run):
+
+- **winner**: at every level, the decision's choice (``CellDecision.choice_at``) is the
+  truth's best, or one of the truth's near-tie (configs within ``NEAR`` = 2% of the truth's
+  best; any is right). A choice outside the truth's near-tie is wrong: FAIL.
+- **pivot**: for every speculative variant whose measured pivot crosses and whose true
+  pivot exists (inside the measured range, above c=1), the measured one is within 15% of the
+  truth; one outside: FAIL. A variant where only one of the two exists is listed, not judged.
+
+PASS when both hold on both profiles.
+
+    .venv/bin/python benchmarks/algorithm_sweep.py            # a few minutes on 2 CPUs
+    .venv/bin/python benchmarks/algorithm_sweep.py --truth    # the truth tables only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+
+from simbench import code_state, prefect_here, say, sim_server, time_scale  # noqa: E402
+
+PROFILES = ("default", "llama-3.1-8b-eagle3-h200")
+LEVELS = [1, 2, 4, 8, 16, 32]
+INPUT, OUTPUT = 128, 128
+MRR = 64
+NEAR = 0.02  # truth configs within 2% of the truth's best are all right answers
+PIVOT_TOLERANCE = 0.15
+RATE = 10_000.0  # the most chunks per wall second the top level's baseline may stream
+ALGORITHMS: dict[str, Any] = {
+    "eagle3": {"draft_model_path": "sim/eagle3", "num_steps": [2, 4]},
+    "frozen_kv_mtp": {"draft_model_path": "sim/mtp", "num_steps": [2]},
+    "ngram": {"num_draft_tokens": [8]},
+    "dflash": {"draft_model_path": "sim/dflash", "block_size": [8]},
+}
+# the bundled prompts' categories, equally many of each (the truth before a run has one)
+EVEN_MIX = {"chat": 0.25, "code": 0.25, "reasoning": 0.25, "summarisation": 0.25}
+
+
+@dataclass
+class Outcome:
+    profile: str
+    winners: int
+    levels: int
+    wrong: list[str]
+    pivots_ok: int
+    pivots: int
+    pivot_notes: list[str]
+    decided: bool
+    headline: list[str]
+    rows: list[str] = field(default_factory=list)
+
+
+def sweep_config(profile: str, out: Path):
+    from specsweep.config.file import parse_config
+
+    return parse_config(
+        {
+            "name": f"algorithms-{profile}",
+            "target": {"kind": "local", "name": "bench", "workdir": str(out / "work")},
+            "results_dir": str(out / "results"),
+            "server": sim_server(profile, MRR, scale(profile)),
+            "algorithm_sweep": ALGORITHMS,
+            "load": {
+                "concurrency": LEVELS,
+                "input_len": INPUT,
+                "output_len": OUTPUT,
+                "prompts": "builtin",
+                "requests_per_stream": 4,
+                "min_requests": 16,
+                "warmup_requests": -1,
+                "seed": 0,
+            },
+        }
+    )
+
+
+def scale(profile: str) -> float:
+    """The profile's time scale: 0.1 (decision_accuracy's), or slower where the baseline at
+    the top level would stream more than RATE chunks per wall second (one per token): past
+    that the shared CPU, not the model, sets the throughput (a llama-3.1-8b-eagle3-h200 run
+    at 0.1 measured its baseline at c=32 at 80% of the model's, and at 35% on a loaded box)."""
+    args = SimpleNamespace(time_scale=None, stream_interval=1, rate=RATE, min_step_ms=0.0)
+    return max(0.1, time_scale(profile, LEVELS, args, MRR))
+
+
+def launched_spec(command: str, env: dict[str, str]):
+    """The SpecConfig the simulated server resolves from a variant's exact command."""
+    from specsweep.sim.server_args import parse_args, resolve_server_args, spec_config_from_args
+    from specsweep.sim.version import simulated_version
+
+    argv = shlex.split(command)
+    argv = argv[argv.index("specsweep.sim.launch_server") + 1 :]
+    version = simulated_version(env)
+    args, _ = resolve_server_args(parse_args(argv, version), env=env, version=version)
+    return spec_config_from_args(args)
+
+
+def mixed_throughput(p, c: int, spec, ctx: float, mix: dict[str, float]) -> float:
+    """Decode tok/s at c: the cycle at the mean context, tokens per cycle the harmonic mean
+    of the categories' accept lengths weighted by their share of requests."""
+    from specsweep.sim.perf_model import (
+        decode_step_ms,
+        effective_batch,
+        expected_accept_length,
+    )
+
+    batch = effective_batch(c, MRR)
+    if spec is None:
+        return batch / (decode_step_ms(p, batch, None, True, ctx) / 1000.0)
+    inverse = sum(w / expected_accept_length(p, spec, k) for k, w in mix.items())
+    return batch / inverse / (decode_step_ms(p, batch, spec, spec.overlap, ctx) / 1000.0)
+
+
+def truth(profile: str, specs: dict[str, Any], mix: dict[str, float]):
+    """Per level: variant -> true throughput; per speculative variant: its true crossing."""
+    from specsweep.sim.perf_model import decode_context
+    from specsweep.sim.profiles import get_profile
+
+    p = get_profile(profile)
+    ctx = decode_context(INPUT, OUTPUT)
+
+    def tput(c: int, name: str) -> float:
+        return mixed_throughput(p, c, specs[name], ctx, mix)
+
+    table = {c: {n: tput(c, n) for n in specs} for c in LEVELS}
+    pivots: dict[str, float] = {}
+    for name, spec in specs.items():
+        if spec is None:
+            continue
+        ratio = {c: tput(c, name) / tput(c, "baseline") for c in range(1, max(LEVELS) + 1)}
+        c = next((c for c, r in ratio.items() if r <= 1), None)
+        if c is None or c == 1:
+            continue
+        r0, r1 = ratio[c - 1], ratio[c]
+        x0, x1 = math.log2(c - 1), math.log2(c)
+        pivots[name] = 2 ** (x0 + (1 - r0) * (x1 - x0) / (r1 - r0)) if r1 != r0 else float(c)
+    return table, pivots
+
+
+def run_mix(store, run_id: str) -> dict[str, float]:
+    """The share of each prompt category among the run's measured requests."""
+    requests = store.read_requests(run_id, columns=["category"])
+    if requests.empty or "category" not in requests.columns:
+        return dict(EVEN_MIX)
+    counts = requests["category"].dropna().value_counts()
+    return {str(k): float(v) / float(counts.sum()) for k, v in counts.items()}
+
+
+def judge(profile: str, run_id: str, out: Path) -> Outcome:
+    from specsweep.analysis.answer import analyze_run
+    from specsweep.results.store import ResultsStore
+
+    store = ResultsStore(out / "results")
+    answer = analyze_run(store, run_id)
+    d = answer.decision
+    assert d is not None
+    levels = store.read_levels(run_id)
+    env = {"SPECSWEEP_SIM_PROFILE": profile}
+    specs = {
+        str(v): launched_spec(str(g["server_command"].iloc[0]), env)
+        for v, g in levels.groupby("variant")
+    }
+    mix = run_mix(store, run_id)
+    true, true_pivots = truth(profile, specs, mix)
+    winners, wrong, rows = 0, [], []
+    for c, choice in d.choice_at().items():
+        row = true[c]
+        top = max(row.values())
+        right = {n for n, t in row.items() if t >= top * (1 - NEAR)}
+        best = max(row, key=row.__getitem__)
+        ok = choice in right
+        winners += ok
+        rows.append(
+            f"c={c:<3} measured {choice:<22} truth {best:<22}"
+            + (f" (near-tie: {', '.join(sorted(right))})" if len(right) > 1 else "")
+            + ("" if ok else "  WRONG")
+        )
+        if not ok:
+            wrong.append(f"c={c}: chose {choice}, truth {best} ({row[best] / row[choice]:.3f}x)")
+    ok, notes, compared = 0, [], 0
+    for name, pivot in answer.pivots.items():
+        truth_c = true_pivots.get(name)
+        measured = pivot.concurrency if pivot.kind == "crosses" else None
+        if truth_c is None or measured is None:
+            shown = f"c≈{measured:.2f}" if measured else pivot.kind
+            said = f"c≈{truth_c:.2f}" if truth_c else "none"
+            notes.append(f"{name}: measured {shown}, truth {said}: not compared")
+            continue
+        compared += 1
+        err = measured / truth_c - 1
+        good = abs(err) <= PIVOT_TOLERANCE
+        ok += good
+        notes.append(
+            f"{name}: c≈{measured:.2f} vs truth {truth_c:.2f} ({err:+.0%})"
+            + ("" if good else "  OUTSIDE 15%")
+        )
+    return Outcome(
+        profile, winners, len(d.choice_at()), wrong, ok, compared, notes, d.decided,
+        d.headline(), rows,
+    )  # fmt: skip
+
+
+def show_truth(profile: str) -> None:
+    from specsweep.config.command import command_for
+    from specsweep.config.plan import sweep_variants
+
+    config = sweep_config(profile, Path(tempfile.mkdtemp(prefix="algorithms-truth-")))
+    env = {"SPECSWEEP_SIM_PROFILE": profile}
+    specs = {}
+    for v in sweep_variants(config, "algorithm-sweep"):
+        specs[v.label] = launched_spec(shlex.join(command_for(config, v).argv), env)
+    table, pivots = truth(profile, specs, EVEN_MIX)
+    print(f"{profile}: truth (tok/s) at context {INPUT}+{OUTPUT}/2, even category mix")
+    print("  c    " + "  ".join(f"{n:>16}" for n in specs))
+    for c, row in table.items():
+        print(f"  {c:<4} " + "  ".join(f"{row[n]:>16.0f}" for n in specs))
+    print("  pivots: " + ", ".join(f"{n} c≈{c:.2f}" for n, c in pivots.items()))
+
+
+def run_algorithm_sweep(config) -> tuple[str | None, str | None]:
+    from specsweep.errors import SweepFailed
+    from specsweep.flows.algorithm_sweep import algorithm_sweep
+    from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
+
+    ensure_target_limit(target_lock_name(config))
+    try:
+        return algorithm_sweep(config)["run_id"], None
+    except SweepFailed as exc:
+        return exc.run_id, str(exc)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--profiles", nargs="*", default=list(PROFILES))
+    parser.add_argument("--truth", action="store_true", help="print the truth tables only")
+    parser.add_argument("--output-len", type=int, default=OUTPUT, help="tokens per request")
+    args = parser.parse_args()
+    globals()["OUTPUT"] = args.output_len
+    if args.truth:
+        for profile in args.profiles:
+            show_truth(profile)
+        return 0
+    out = args.out or Path(tempfile.mkdtemp(prefix="algorithm-sweep-"))
+    out.mkdir(parents=True, exist_ok=True)
+    prefect_here(out)
+    say(f"{code_state(ROOT)}; results under {out}")
+    outcomes = []
+    for profile in args.profiles:
+        where = out / profile
+        say(f"{profile}: {list(ALGORITHMS)} at c={LEVELS}, time scale {scale(profile):g}")
+        run_id, failure = run_algorithm_sweep(sweep_config(profile, where))
+        if failure or run_id is None:
+            say(f"  FAILED: {failure}")
+            return 1
+        outcomes.append(judge(profile, run_id, where))
+    print()
+    print(f"{code_state(ROOT)}")
+    for o in outcomes:
+        print(
+            f"{o.profile}: winners {o.winners}/{o.levels}, pivots within 15% "
+            f"{o.pivots_ok}/{o.pivots}, decided {'yes' if o.decided else 'no'}"
+        )
+        for line in [*o.headline, *o.rows, *o.pivot_notes]:
+            print(f"    {line}")
+    wrong = sum(len(o.wrong) for o in outcomes)
+    pivots_bad = sum(o.pivots - o.pivots_ok for o in outcomes)
+    verdict = "PASS" if not wrong and not pivots_bad else "FAIL"
+    print()
+    print(
+        f"{verdict}: {sum(o.winners for o in outcomes)}/{sum(o.levels for o in outcomes)} "
+        f"winners right ({wrong} outside a truth near-tie), "
+        f"{sum(o.pivots_ok for o in outcomes)}/{sum(o.pivots for o in outcomes)} pivots "
+        f"within 15%"
+    )
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
