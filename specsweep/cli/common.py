@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specsweep.analysis.summary import Summary, summarize
+from specsweep.cli.wrap import command_lines, sentence_lines
 from specsweep.config import SweepConfig
 from specsweep.config.file import load_config
 from specsweep.config.plan import SweepKind, sweep_variants
@@ -266,7 +266,7 @@ def show_run(store: ResultsStore, run_id: str, wide: bool = False) -> None:
         console.print(line, soft_wrap=True)
     note = simulated_note(levels)
     if note:
-        console.print(f"[yellow]{note}[/]", soft_wrap=True)
+        console.print(sentence_lines(note), style="yellow", soft_wrap=True, markup=False)
 
 
 def _show_apart(answer: Answer, levels: pd.DataFrame) -> None:
@@ -312,24 +312,24 @@ def show_decision(answer: Answer) -> None:
     first = found[0]
     load = load_line(answer)
     said = f"Measured in run {answer.run_id}." + (f" {load}" if load else "")
-    console.print(textwrap.fill(said, 100), soft_wrap=True, markup=False, highlight=False)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    console.print(sentence_lines(said), soft_wrap=True, markup=False, highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_justify="left")
     for i, name in enumerate(DECISION_COLUMNS):
         table.add_column(name, justify="right" if i in (0, 2) else "left", overflow="fold")
     for row in decision_rows(first):
         table.add_row(*row)
     console.print(table)
     for sentence in first.level_sentences():
-        text = textwrap.fill(f"- {sentence}.", 100, subsequent_indent="  ")
+        text = sentence_lines(f"- {sentence}.")
         console.print(text, soft_wrap=True, markup=False, highlight=False)
     if first.deploy.command:
-        console.print(f"deploy: {first.deploy.command}", soft_wrap=True, markup=False)
+        console.print(command_lines("deploy:", first.deploy.command), soft_wrap=True, markup=False)
     if first.deploy.kind == "by-level":
         for note in first.deploy.notes:
-            text = textwrap.fill(f"- {note[0].upper()}{note[1:]}.", 100, subsequent_indent="  ")
+            text = sentence_lines(f"- {note[0].upper()}{note[1:]}.")
             console.print(text, soft_wrap=True, markup=False, highlight=False)
     for variant, command in first.deploy.commands:
-        console.print(f"deploy {variant}: {command}", soft_wrap=True, markup=False)
+        console.print(command_lines(f"deploy {variant}:", command), soft_wrap=True, markup=False)
     for other in found[1:]:
         for line in other.headline():
             console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
@@ -366,7 +366,9 @@ def show_outcome(store: ResultsStore, run_id: str, answer: dict[str, object]) ->
     """After a sweep: its decision and summary, where the results and report are."""
     show_run(store, run_id)
     for line in answer.get("adaptive") or []:  # type: ignore[attr-defined]
-        console.print(f"[bold]adaptive:[/] {line}", soft_wrap=True, highlight=False)
+        console.print(
+            sentence_lines(f"adaptive: {line}"), soft_wrap=True, markup=False, highlight=False
+        )
     console.print(f"results: {store.levels_dir}/{run_id}", soft_wrap=True)
     if answer.get("report_html"):
         console.print(f"report:  {answer['report_html']}", soft_wrap=True)
