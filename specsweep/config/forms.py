@@ -18,16 +18,20 @@ editor. A form here is a view of a SweepConfig:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from copy import copy
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     Field,
     ModelWrapValidatorHandler,
+    PlainSerializer,
     PrivateAttr,
+    WithJsonSchema,
     create_model,
     model_validator,
 )
@@ -60,10 +64,48 @@ __all__ = [
 ]
 
 
+def _numbers(value: Any) -> Any:
+    """ "1, 2, 4" (or "1 2 4") as [1, 2, 4]; anything else as it is, for the rules to judge."""
+    if isinstance(value, str):
+        words = [w for w in re.split(r"[,\s]+", value.strip()) if w]
+        return [int(w) if re.fullmatch(r"[+-]?\d+", w) else w for w in words]
+    return value
+
+
+def _numbers_text(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+# A list of whole numbers (concurrency levels, steps, topk) as one text row of the form,
+# "1, 2, 4, 8": the UI renders a list as one input per item (7 default levels: ~430 px).
+# A list is accepted too (the config file's shape); the config's rules judge the numbers.
+NumbersText = Annotated[
+    list[Any],
+    BeforeValidator(_numbers),
+    PlainSerializer(_numbers_text, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "examples": ["1, 2, 4, 8"]}),
+]
+
+
+def _is_numbers(annotation: Any) -> bool:
+    args = get_args(annotation)
+    return (
+        get_origin(annotation) is list and len(args) == 1 and int in (args[0], *get_args(args[0]))
+    )
+
+
 def _field(model: type[BaseModel], name: str) -> tuple[Any, Any]:
-    """A field of `model` as create_model takes it: type, default, limits, description."""
-    info = model.model_fields[name]
-    return info.annotation, copy(info)
+    """A field of `model` as create_model takes it: type, default, limits, description; a
+    list of whole numbers as one text row (NumbersText)."""
+    info = copy(model.model_fields[name])
+    if _is_numbers(info.annotation):
+        info.metadata = []  # the list's limits are the config's to check
+        default = info.get_default(call_default_factory=True)
+        if isinstance(default, list):  # the form's default as the text it shows
+            info.default, info.default_factory = _numbers_text(default), None
+            info.validate_default = True
+        return NumbersText, info
+    return info.annotation, info
 
 
 def _default(model: type[BaseModel], name: str) -> Any:
@@ -109,7 +151,7 @@ class Fold:
 
     def split(self, flat: Mapping[str, Any]) -> dict[str, Any]:
         """The config file's section (every field given) in the form's shape."""
-        out = {f: flat[f] for f in self.main if f in flat}
+        out = {f: self._shown(f, flat[f]) for f in self.main if f in flat}
         for group, (_, part) in self.groups.items():
             changed = any(f in flat and flat[f] != _default(self.source, f) for f in part.names)
             out[group] = part.split(flat) if changed else None
@@ -117,10 +159,21 @@ class Fold:
 
     def join(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The form's shape back to the config file's (a flat mapping is left as it is)."""
-        out = {k: v for k, v in data.items() if k not in self.groups}
+        out = {
+            k: _numbers(v) if k in self.main and self._numbers(k) else v
+            for k, v in data.items()
+            if k not in self.groups
+        }
         for group, (_, part) in self.groups.items():
             out.update(part.join(data.get(group) or {}))
         return out
+
+    def _numbers(self, name: str) -> bool:
+        return _is_numbers(self.source.model_fields[name].annotation)
+
+    def _shown(self, name: str, value: Any) -> Any:
+        """A main field's value as the form shows it (a list of numbers as text)."""
+        return _numbers_text(value) if self._numbers(name) and isinstance(value, list) else value
 
 
 SERVER = Fold(
@@ -297,10 +350,10 @@ def _join(data: Mapping[str, Any]) -> dict[str, Any]:
     for section, fold in FOLDS.items():
         if isinstance(out.get(section), Mapping):
             out[section] = fold.join(out[section])
-    if out.get("search", "") is None:
-        del out["search"]  # the form's empty search: the default grid
     if "more" in out:
         out.update(out.pop("more") or {})
+    if out.get("search", "") is None:
+        del out["search"]  # the form's empty search: the default grid
     return out
 
 
@@ -317,13 +370,18 @@ def sweep_config(value: object) -> SweepConfig:
 
 
 _DEFAULT_SEARCH = SearchSpec().model_dump(mode="json")
-_RUN_MORE = ("results_dir", "stop_on_failure", "verify_policy")
+_RUN_MORE = ("name", "results_dir", "stop_on_failure", "verify_policy")
 
 
 class RunMore(_Model):
-    """Where results go, whether a failed variant stops the sweep, verifying the exported
-    policy."""
+    """The run's label, the search, where results go, whether a failed variant stops the
+    sweep, verifying the exported policy."""
 
+    name: str = _field(SweepConfig, "name")[1]
+    search: SearchSpec | None = Field(
+        None,
+        description="Empty: grid, every variant. " + SweepConfig.model_fields["search"].description,
+    )
     results_dir: str = Field(
         "results", description=SweepConfig.model_fields["results_dir"].description
     )
@@ -359,14 +417,14 @@ class SweepForm(_Model):
     def values_of(cls, config: SweepConfig) -> dict[str, Any]:
         """The form's values for a config (a deployment's defaults): JSON types."""
         data = config.model_dump(mode="json")
-        out: dict[str, Any] = {"name": data["name"], "target": TargetForm.split(data["target"])}
+        out: dict[str, Any] = {"target": TargetForm.split(data["target"])}
         for key in ("server", "load", *cls.SECTIONS):
             fold, value = FOLDS.get(key), data[key]
             out[key] = fold.split(value) if fold is not None and value is not None else value
         search = None if data["search"] == _DEFAULT_SEARCH else data["search"]
         more = {k: data[k] for k in _RUN_MORE}
-        changed = any(v != _default(SweepConfig, k) for k, v in more.items())
-        return {**out, "search": search, "more": more if changed else None}
+        changed = search is not None or any(v != _default(SweepConfig, k) for k, v in more.items())
+        return {**out, "more": {**more, "search": search} if changed else None}
 
 
 def _form(name: str, doc: str, sections: dict[str, Any]) -> type[SweepForm]:
@@ -374,15 +432,10 @@ def _form(name: str, doc: str, sections: dict[str, Any]) -> type[SweepForm]:
     own = SweepConfig.model_fields
     load = LOAD.model("LoadSpec")
     fields: dict[str, Any] = {
-        "name": _field(SweepConfig, "name"),
         "target": (TargetForm, Field(default_factory=TargetForm)),
         "server": (SERVER.model("ServerSpec"), Field(description=own["server"].description)),
         "load": (load, Field(default_factory=load, description=own["load"].description)),
         **sections,
-        "search": (
-            SearchSpec | None,
-            Field(None, description="Empty: grid, every variant. " + own["search"].description),
-        ),
         "more": (RunMore | None, Field(None, description=f"{RunMore.__doc__} Empty: defaults.")),
     }
     form = create_model(name, __base__=SweepForm, __doc__=doc, **fields)  # type: ignore[call-overload]

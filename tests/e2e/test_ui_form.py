@@ -70,8 +70,9 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
             "/ancestor::div[contains(concat(' ', @class, ' '), ' p-label ')][1]"
         )
 
-    # Change two parameters in the form: the config's name and the run_id.
-    name = d.find_element(By.XPATH, field("Name (Optional)") + "//textarea")
+    # Change two parameters in the form: the config's name and the run_id. The run's label
+    # sits in the form's last group (More); the target's own label comes before it.
+    name = d.find_element(By.XPATH, f"({field('Name (Optional)')})[last()]//textarea")
     name.clear()
     name.send_keys("ui-form-sweep")
     run_id = field("run_id (Optional)")
@@ -160,7 +161,7 @@ const fields = Array.from(form.querySelectorAll('.schema-form-property')).map(e 
 });
 return {height: form.scrollHeight, inner: window.innerHeight, fields: fields};
 """
-STEP_SWEEP_CONFIG = ["Name", "Target", "Server", "Load", "Step Sweep", "Search", "More"]
+STEP_SWEEP_CONFIG = ["Target", "Server", "Load", "Step Sweep", "More"]
 TARGET_FIELDS = ["Kind", "Host", "More"]
 
 

@@ -86,7 +86,7 @@ def test_a_group_is_folded_while_all_its_settings_have_their_defaults(sim_config
     values = StepSweepForm.values_of(sim_config)
     assert values["server"]["more"]["launch"] is None
     assert values["load"]["more"]["precision"] is None
-    assert values["search"] is None  # the default grid
+    assert values["more"]["search"] is None  # the default grid (more: the results' dir)
     changed = sim_config.model_copy(
         update={"load": sim_config.load.model_copy(update={"repeats": 3})}
     )
@@ -129,3 +129,34 @@ def test_the_config_files_rules_judge_the_forms_values(sim_config):
         StepSweepForm.model_validate(local_with_host)
     with pytest.raises(ValidationError, match="typo"):
         StepSweepForm.model_validate({**values, "load": {**values["load"], "typo": 1}})
+
+
+def test_lists_of_numbers_are_one_text_row_and_come_back_as_lists(sim_config):
+    """Concurrency levels, steps and topk show as "1, 2, 4" (one row, not one per item)."""
+    schema = StepSweepForm.model_json_schema()["$defs"]
+    concurrency = schema["LoadSpec"]["properties"]["concurrency"]
+    assert concurrency["type"] == "string" and concurrency["default"] == "1, 2, 4, 8, 16, 32, 64"
+    assert schema["StepSweep"]["properties"]["num_steps"]["type"] == "string"
+    values = StepSweepForm.values_of(sim_config)
+    assert values["load"]["concurrency"] == ", ".join(map(str, sim_config.load.concurrency))
+    typed = {**values, "load": {**values["load"], "concurrency": "1 2, 16"}}
+    assert StepSweepForm.model_validate(typed).sweep.load.concurrency == [1, 2, 16]
+    listed = {**values, "load": {**values["load"], "concurrency": [1, 4]}}  # the file's shape
+    assert StepSweepForm.model_validate(listed).sweep.load.concurrency == [1, 4]
+    # the config's rules judge the numbers, with their messages
+    for bad, why in (
+        ("1, x", "valid integer"),
+        ("4, 4", "repeat"),
+        ("0, 2", "greater than or equal to 1"),
+    ):
+        with pytest.raises(ValidationError, match=why):
+            StepSweepForm.model_validate({**values, "load": {**values["load"], "concurrency": bad}})
+
+
+def test_the_runs_label_and_search_sit_under_more(sim_config):
+    assert "name" not in StepSweepForm.model_fields and "search" not in StepSweepForm.model_fields
+    data = {**sim_config.model_dump(mode="json"), "search": "adaptive", "name": "nightly"}
+    adaptive = SweepConfig.model_validate(data)
+    more = StepSweepForm.values_of(adaptive)["more"]
+    assert more["name"] == "nightly" and more["search"] is not None
+    assert StepSweepForm.model_validate(StepSweepForm.values_of(adaptive)).sweep == adaptive
