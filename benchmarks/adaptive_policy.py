@@ -21,7 +21,7 @@ share for sglang's default tiers (and the steps they ran), for the best single s
 its default traffic mix) and for a plain baseline server; pinned-0 against the baseline; the
 exported tiers, the tier each level routes to and the steps the exported server ran
 (``adaptive_steps_share``, from its log); and specsweep's own verdict
-(``analyze_run(...).verifications``: share of its reachable best, ok/SHORT). Goal: >= 0.97 of
+(``analyze_run(...).first.verifications``: share of its reachable best, ok/SHORT). Goal: >= 0.97 of
 the best tier config at every level. Where the baseline wins it gives what steps 0 inside
 the speculative worker costs against a server without speculation (``Verification.overhead``
 and the same sentence from pinned-0 / baseline).
@@ -374,7 +374,7 @@ def analyse(case: Case, results_dir: Path, run_id: str, scale: float) -> CaseRes
     from specsweep.results.store import ResultsStore
 
     store = ResultsStore(results_dir)
-    answer = analyze_run(store, run_id)
+    answer = analyze_run(store, run_id).first  # one GPU kind, one shape
     levels = answer.levels[answer.levels["status"] == "ok"]
     result = CaseResult(case, scale, [], 0.0, run_id)
     t = levels.pivot_table(index="concurrency", columns="variant", values="output_throughput")

@@ -17,7 +17,7 @@ one pass per level of max(--min-requests, --requests-per-stream x c) requests.
 It reports:
 
 1. The pivot per shape, measured: each chain's pivot from the answer's per-shape pivots
-   (``analyze_run(...).by_shape[shape].pivots``: kind, crossing and its 95% range), the
+   (``analyze_run(...).cell(shape=shape).pivots``: kind, crossing and its 95% range), the
    "best chain" pivot (at each level the best of the chains against the baseline, the
    edge of the surface where the best variant turns into the baseline) and the surface
    itself (best variant and its speedup per shape x concurrency). Beside it, in its own
@@ -226,9 +226,8 @@ class RunResult:
     def per_shape(self) -> dict[str, Any]:
         if self.answer is None:
             return {}
-        if self.answer.by_shape:
-            return dict(self.answer.by_shape)
-        return {self.answer.shape or self.shapes[0]: self.answer}
+        cells = self.answer.cells  # one GPU kind: one cell per shape
+        return {c.shape or self.shapes[0]: c for c in cells}
 
 
 def analyse(meta: dict[str, Any], results_dir: Path) -> RunResult:

@@ -366,7 +366,7 @@ def analyse(meta: dict[str, Any], results_dir: Path, key: str, mode: str) -> Mod
         r.benchmark_s += ph.get("benchmark_s", 0.0)
         r.launch_s += ph.get("launch_to_ready_s", 0.0)
     try:
-        r.answer = analyze_run(store, r.run_id)
+        r.answer = analyze_run(store, r.run_id).first  # one GPU kind, one shape
     except LookupError as exc:
         r.failure = (r.failure + "; " if r.failure else "") + str(exc)
         return r

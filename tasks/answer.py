@@ -37,7 +37,7 @@ from specsweep.report.render import (
     write_report,
 )
 from specsweep.report.search import search_lines
-from specsweep.report.shapes import load_line, policy_text, shape_lines
+from specsweep.report.shapes import load_line, policy_text, shape_cells, shape_lines
 from specsweep.results.location import local_path
 from specsweep.results.phases import gpu_memory_lines
 from specsweep.results.store import ResultsStore
@@ -88,7 +88,8 @@ def publish_answer(
     line = headline(answer)
     adaptive = adaptive_lines(answer)
     load = load_line(answer)
-    at = f" at {answer.shape}" if answer.shape else ""
+    first = answer.first  # the cell the answer opens with
+    at = f" at {first.shape}" if first.shape else ""
     surface = files.plots.get("surface")  # the picture of several shapes, beside the report
     create_table_artifact(
         level_rows(level_records(answer)),
@@ -103,7 +104,7 @@ def publish_answer(
         key=ANSWER_KEY,
         description=f"run {run_id}{at}: {line}",
     )
-    search = search_lines(answer.search)
+    search = search_lines(first.search)
     keys = [RESULTS_KEY, ANSWER_KEY, REPORT_KEY, *([REPORT_LINK_KEY] if url else [])]
     if search:
         create_table_artifact(
@@ -140,20 +141,20 @@ def publish_answer(
         "run_id": run_id,
         "policy": line,
         "headline": headline_lines(answer),
-        "decided": bool(answer.decisions is not None and answer.decisions.decided),
+        "decided": answer.decisions.decided,
         "adaptive": adaptive,
         "search": search,
-        "pivots": {v: pivot_line(p) for v, p in answer.pivots.items()},
-        "shape": answer.shape,
+        "pivots": {v: pivot_line(p) for v, p in first.pivots.items()},
+        "shape": first.shape,
         "shapes": answer.shapes,
-        "workload": answer.workload,
+        "workload": first.workload,
         "load": load,
         "by_shape": {
-            shape: {
+            str(one.shape): {
                 "policy": policy_text(one),
                 "pivots": {v: pivot_line(p) for v, p in one.pivots.items()},
             }
-            for shape, one in answer.by_shape.items()
+            for one in shape_cells(answer)
         },
         "surface_plot": str(surface) if surface else None,
         "report_html": str(files.html),

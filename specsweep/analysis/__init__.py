@@ -5,13 +5,13 @@ Plain pandas on the levels table, so a notebook can call it on the Parquet files
     from specsweep.analysis import analyze_run
     from specsweep.results.store import ResultsStore
     answer = analyze_run(ResultsStore("results"))
-    print(answer.policy.line())
+    print(answer.first.policy.line())
 
 A run measured on several targets answers from one target per variant
 (`answer_rows`); `compare_hosts` puts the targets side by side.
 """
 
-from specsweep.analysis.answer import Answer, analyze, analyze_run
+from specsweep.analysis.answer import CellAnswer, RunAnswer, analyze, analyze_run
 from specsweep.analysis.compare import compare_runs, environment_changes
 from specsweep.analysis.decisions import DecisionReport, judge_decisions
 from specsweep.analysis.hosts import HostComparison, compare_hosts, gpu_kind_warning
@@ -28,7 +28,7 @@ from specsweep.analysis.policy import Policy, speculation_policy
 from specsweep.analysis.regression import RegressionReport, judge_run, judge_stored_run
 
 __all__ = [
-    "Answer",
+    "CellAnswer",
     "DecisionReport",
     "HostComparison",
     "LatencySLO",
@@ -36,6 +36,7 @@ __all__ = [
     "Policy",
     "RegressionPolicy",
     "RegressionReport",
+    "RunAnswer",
     "TrafficMix",
     "analyze",
     "analyze_run",

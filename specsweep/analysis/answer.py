@@ -281,10 +281,11 @@ def search_view(
 
 
 @dataclass(frozen=True)
-class Answer:
-    """One run's answer. With several targets, `levels` holds one target per variant.
-
-    `stored` keeps every row (all targets); `hosts` compares the targets (None with one).
+class CellAnswer:
+    """One (GPU kind, load shape) cell's answer. With several targets, `levels` holds one
+    target per variant; `stored` keeps every row of the cell (all targets) and `hosts`
+    compares the targets (None with one). `run_id`, `run`, `mix` and `slo` are what the
+    cell was analysed with, the same in every cell of a run.
     """
 
     run_id: str
@@ -297,41 +298,21 @@ class Answer:
     policy: Policy | None
     mix: TrafficMix
     slo: LatencySLO | None
-    stored: pd.DataFrame | None = None  # the run's rows as stored, every target
+    # The decision (analysis/decision.py): every view renders it; none re-derives a winner.
+    decision: CellDecision
+    gpu_kind: str | None = None  # None without a fleet's baseline plan (baselines.py)
+    shape: str | None = None  # None for rows written before load shapes
+    stored: pd.DataFrame | None = None  # the cell's rows as stored, every target
     hosts: HostComparison | None = None  # compare_hosts(stored): None for a single target
     export: TierExport | None = None  # the measured answer as sglang adaptive tiers
     export_refused: str | None = None  # why there is no export (None when there is one)
     verifications: tuple[Verification, ...] = ()  # each custom-tier adaptive variant, judged
-    # A search's predictions (PREDICTIONS_SCHEMA; empty without a search): never in the
-    # tables above, which are measured only; `search` shows them apart.
+    # A search's predictions at this cell (PREDICTIONS_SCHEMA; empty without a search):
+    # never in the tables above, which are measured only; `search` shows them apart.
     predictions: pd.DataFrame = field(default_factory=empty_predictions)
     search_stop: str | None = None  # runs.search_stop: why the search stopped launching
-    # Load shapes: the shape this answer is for; with several, every shape's own answer
-    # (this one is the first shape's) and the surface over shape x concurrency.
-    shape: str | None = None
-    by_shape: dict[str, Answer] = field(default_factory=dict)
-    surface: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SURFACE_COLUMNS))
-    # per shape, variant and prompt category (requests that carry one): see shapes.py
+    # this cell's rows per variant and prompt category (requests that carry one): shapes.py
     categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CATEGORY_COLUMNS))
-    # A fleet run's baseline plan (HOSTS_SCHEMA rows; empty for one target or
-    # fleet.baseline once): the answer is per GPU kind, this one for `gpu_kind` (the
-    # first host's), every kind's in `by_gpu_kind` (see baselines.py).
-    host_plans: pd.DataFrame = field(default_factory=lambda: HOSTS_SCHEMA.empty_table().to_pandas())
-    gpu_kind: str | None = None
-    by_gpu_kind: dict[str, Answer] = field(default_factory=dict)
-    # The decision (analysis/decision.py): this cell's, and every cell's of the run (set on
-    # the answer analyze() returns). Every view renders these; none re-derives a winner.
-    decision: CellDecision | None = None
-    decisions: RunDecision | None = None
-
-    @property
-    def shapes(self) -> list[str]:
-        """Every shape of the run, in order (one entry for a single-shape run)."""
-        return list(self.by_shape) or ([self.shape] if self.shape else [])
-
-    @property
-    def multi_shape(self) -> bool:
-        return len(self.by_shape) > 1
 
     @property
     def workload(self) -> str | None:
@@ -434,6 +415,67 @@ class Answer:
         return json.dumps(json.loads(text), indent=2, sort_keys=True) if text else None
 
 
+@dataclass(frozen=True)
+class RunAnswer:
+    """One run's answer: a CellAnswer per (GPU kind, load shape), in the run's order (its
+    GPU kinds in the order of their first hosts, each kind's shapes in the config's order),
+    every cell's decision in `decisions`, and what spans the cells.
+
+    The views show `first` (the first kind's first shape) on top and the other cells after
+    it; none of them holds another answer.
+    """
+
+    run_id: str
+    run: dict[str, Any] | None  # its runs-table row (None for a run that never finished)
+    cells: tuple[CellAnswer, ...]
+    decisions: RunDecision  # every cell's decision, in the order of `cells`
+    stored: pd.DataFrame  # the run's rows as stored: every target, kind and shape
+    # A search's predictions (PREDICTIONS_SCHEMA; empty without a search), all cells'.
+    predictions: pd.DataFrame = field(default_factory=empty_predictions)
+    search_stop: str | None = None  # runs.search_stop: why the search stopped launching
+    # shape x concurrency over the first GPU kind's cells (empty with one shape)
+    surface: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SURFACE_COLUMNS))
+    # per shape, variant and prompt category (requests that carry one): see shapes.py
+    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CATEGORY_COLUMNS))
+    # A fleet's baseline plan (HOSTS_SCHEMA rows; empty for one target or fleet.baseline
+    # once): each GPU kind is then answered on its own cells (see baselines.py).
+    host_plans: pd.DataFrame = field(default_factory=lambda: HOSTS_SCHEMA.empty_table().to_pandas())
+
+    def __post_init__(self) -> None:
+        if not self.cells:
+            raise ValueError(f"run {self.run_id}: an answer needs at least one cell")
+
+    @property
+    def first(self) -> CellAnswer:
+        """The cell every view shows on top: the first GPU kind's first shape."""
+        return self.cells[0]
+
+    @property
+    def shapes(self) -> list[str]:
+        """Every shape of the run, in order (one entry for a single-shape run)."""
+        return list(dict.fromkeys(c.shape for c in self.cells if c.shape is not None))
+
+    @property
+    def gpu_kinds(self) -> list[str]:
+        """Every GPU kind of a fleet's baseline plan, in order (empty without a plan)."""
+        return list(dict.fromkeys(c.gpu_kind for c in self.cells if c.gpu_kind is not None))
+
+    @property
+    def multi_shape(self) -> bool:
+        return len(self.shapes) > 1
+
+    def cells_of(self, gpu_kind: str | None) -> tuple[CellAnswer, ...]:
+        """One GPU kind's cells, shape by shape (gpu_kind None: a run without a plan)."""
+        return tuple(c for c in self.cells if c.gpu_kind == gpu_kind)
+
+    def cell(self, gpu_kind: str | None = None, shape: str | None = None) -> CellAnswer:
+        """The first cell of this GPU kind and shape (None: any)."""
+        for c in self.cells:
+            if (gpu_kind is None or c.gpu_kind == gpu_kind) and (shape is None or c.shape == shape):
+                return c
+        raise KeyError(f"no answer for GPU kind {gpu_kind!r} at shape {shape!r}")
+
+
 def analyze(
     levels: pd.DataFrame,
     run_id: str,
@@ -443,91 +485,69 @@ def analyze(
     predictions: pd.DataFrame | None = None,
     categories: pd.DataFrame | None = None,
     host_plans: pd.DataFrame | None = None,
-) -> Answer:
+) -> RunAnswer:
     """The whole answer for one run's level rows (as stored: every target); `predictions`:
     the run's search predictions, shown apart (the answer is built from measured rows).
 
-    Several load shapes: each shape is answered on its own cells, and the answer returned
-    is the first shape's, carrying every shape's (`by_shape`) and the surface.
-
-    A fleet's baseline plan (`host_plans`, the hosts table): each GPU kind is answered on
-    its own rows, every speedup within a host or between calibrated hosts (baselines.py);
-    the answer returned is the first kind's, carrying every kind's (`by_gpu_kind`)."""
+    Each load shape is answered on its own rows; with a fleet's baseline plan (`host_plans`,
+    the hosts table) each GPU kind too, every speedup within a host or between calibrated
+    hosts (baselines.py): one cell per (GPU kind, shape)."""
     frames = kind_frames(levels, host_plans)
-    if frames is None:
-        return _with_decisions(
-            _analyze_shapes(levels, None, run_id, run, mix, slo, predictions, categories)
-        )
-    per = {
-        kind: replace(
-            _analyze_shapes(
-                levels, chosen, run_id, run, mix, slo, predictions if i == 0 else None, categories
-            ),
-            gpu_kind=kind,
-            host_plans=host_plans,
-        )
-        for i, (kind, chosen) in enumerate(frames.items())
-    }
-    per = {kind: _labelled(a, kind if len(per) > 1 else None) for kind, a in per.items()}
-    first = next(iter(per.values()))
-    return _with_decisions(replace(first, by_gpu_kind=per))
+    kinds: dict[str | None, pd.DataFrame | None] = {None: None} if frames is None else dict(frames)
+    shapes = shape_order(levels, run)
+    cats = categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)
+    cells: list[CellAnswer] = []
+    for i, (kind, chosen) in enumerate(kinds.items()):
+        preds = predictions if i == 0 else None
+        mine = _analyze_shapes(levels, chosen, shapes, run_id, run, mix, slo, preds, cats)
+        named = kind if len(kinds) > 1 else None
+        cells += [_labelled(c, kind, named, len(shapes) > 1) for c in mine]
+    first = [c for c in cells if c.gpu_kind == cells[0].gpu_kind] if cells else []
+    surface = surface_table({str(c.shape): c.best for c in first}) if len(shapes) > 1 else None
+    return RunAnswer(
+        run_id=run_id,
+        run=run,
+        cells=tuple(cells),
+        decisions=RunDecision(run_id, tuple(c.decision for c in cells)),
+        stored=levels,
+        predictions=empty_predictions() if predictions is None else predictions,
+        search_stop=(run or {}).get("search_stop"),
+        surface=pd.DataFrame(columns=SURFACE_COLUMNS) if surface is None else surface,
+        categories=cats,
+        host_plans=HOSTS_SCHEMA.empty_table().to_pandas() if frames is None else host_plans,
+    )
 
 
-def _labelled(answer: Answer, kind: str | None) -> Answer:
-    """Name each cell's decision after what tells it apart: its GPU kind (several kinds),
-    its shape (several shapes), or both."""
-
-    def name(one: Answer) -> Answer:
-        if one.decision is None:
-            return one
-        parts = [p for p in (kind, one.shape if answer.multi_shape else None) if p]
-        label = ", ".join(parts) or None
-        return replace(
-            one, decision=replace(one.decision, label=label, gpu_kind=kind or one.gpu_kind)
-        )
-
-    if not answer.by_shape:
-        return name(answer)
-    shapes = {s: name(a) for s, a in answer.by_shape.items()}
-    first = shapes[next(iter(shapes))]
-    return replace(name(answer), by_shape=shapes, decision=first.decision)
-
-
-def cell_answers(answer: Answer) -> list[Answer]:
-    """Every (GPU kind, shape) cell's own answer, in the run's order."""
-    kinds = list(answer.by_gpu_kind.values()) or [answer]
-    return [one for kind in kinds for one in (list(kind.by_shape.values()) or [kind])]
-
-
-def _with_decisions(answer: Answer) -> Answer:
-    if not answer.by_gpu_kind:
-        answer = _labelled(answer, None)
-    cells = tuple(a.decision for a in cell_answers(answer) if a.decision is not None)
-    return replace(answer, decisions=RunDecision(answer.run_id, cells))
+def _labelled(cell: CellAnswer, kind: str | None, named: str | None, shapes: bool) -> CellAnswer:
+    """The cell of GPU kind `kind`, its decision named after what tells it apart: its GPU
+    kind (`named`: several kinds), its shape (several shapes), or both."""
+    parts = [p for p in (named, cell.shape if shapes else None) if p]
+    decision = replace(cell.decision, label=", ".join(parts) or None, gpu_kind=kind)
+    return replace(cell, gpu_kind=kind, decision=decision)
 
 
 def _analyze_shapes(
     levels: pd.DataFrame,
     chosen: pd.DataFrame | None,
+    shapes: list[str],
     run_id: str,
     run: dict[str, Any] | None,
     mix: TrafficMix | None,
     slo: LatencySLO | None,
     predictions: pd.DataFrame | None,
-    categories: pd.DataFrame | None,
-) -> Answer:
-    """`chosen`: the rows the answer uses (a GPU kind's); None: answer_rows of `levels`."""
-    shapes = shape_order(levels, run)
-    cats = categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)
+    cats: pd.DataFrame,
+) -> list[CellAnswer]:
+    """One cell per shape; `chosen`: the rows the answer uses (a GPU kind's); None:
+    answer_rows of `levels`."""
     if len(shapes) <= 1:
         one = _analyze_shape(levels, run_id, run, mix, slo, predictions, chosen)
-        return replace(one, shape=shapes[0] if shapes else None, categories=cats)
+        return [replace(one, shape=shapes[0] if shapes else None, categories=cats)]
 
     def of(frame: pd.DataFrame | None, shape: str) -> pd.DataFrame | None:
         return None if frame is None else frame[frame["shape"] == shape]
 
-    per = {
-        s: replace(
+    return [
+        replace(
             _analyze_shape(
                 of(levels, s), run_id, run, mix, slo,
                 shape_rows(predictions, s, first=s == shapes[0]), of(chosen, s),
@@ -536,10 +556,7 @@ def _analyze_shapes(
             categories=cats[cats["shape"] == s] if not cats.empty else cats,
         )
         for s in shapes
-    }  # fmt: skip
-    surface = surface_table({s: a.best for s, a in per.items()})
-    first = per[shapes[0]]
-    return replace(first, by_shape=per, surface=surface, categories=cats)
+    ]  # fmt: skip
 
 
 def _analyze_shape(
@@ -550,7 +567,7 @@ def _analyze_shape(
     slo: LatencySLO | None,
     predictions: pd.DataFrame | None,
     chosen: pd.DataFrame | None = None,
-) -> Answer:
+) -> CellAnswer:
     mix = mix or TrafficMix()
     stored, levels = levels, answer_rows(levels) if chosen is None else chosen
     export, refused = None, None
@@ -572,7 +589,7 @@ def _analyze_shape(
         command=tiers_command(run, export) if export is not None else None,
         pivots=pivots,
     )
-    return Answer(
+    return CellAnswer(
         run_id=run_id,
         levels=levels,
         run=run,
@@ -599,7 +616,7 @@ def analyze_run(
     run_id: str | None = None,
     mix: TrafficMix | None = None,
     slo: LatencySLO | None = None,
-) -> Answer:
+) -> RunAnswer:
     """analyze() on a stored run (the latest when run_id is None)."""
     run_id = run_id or store.latest_run_id()
     if run_id is None:

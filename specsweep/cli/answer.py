@@ -87,6 +87,7 @@ def report(
     except (LookupError, ValueError) as exc:
         raise fail(str(exc), 1) from None
     files = write_report(answer, out or default_report_dir(results_dir, answer.run_id))
+    first = answer.first  # the cell the report opens with
     for line in headline_lines(answer):
         console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
     load = load_line(answer)
@@ -103,14 +104,14 @@ def report(
         for line in shape_lines(answer):
             console.print(line, soft_wrap=True, markup=False, highlight=False)
     else:
-        for variant, pivot in answer.pivots.items():
+        for variant, pivot in first.pivots.items():
             console.print(f"  {variant}: {pivot_line(pivot)}", soft_wrap=True, markup=False)
-    for line in tie_lines(answer.best):  # a near-tie: which variants, and which one to run
+    for line in tie_lines(first.best):  # a near-tie: which variants, and which one to run
         console.print(line, soft_wrap=True, markup=False)
-    for line in search_lines(answer.search):  # predictions apart, each said to be predicted
+    for line in search_lines(first.search):  # predictions apart, each said to be predicted
         console.print(line, soft_wrap=True, markup=False, highlight=False)
-    if answer.hosts is not None:
-        console.print(_hosts_table(answer.hosts))
+    if first.hosts is not None:
+        console.print(_hosts_table(first.hosts))
     for line in plan_sentences(answer):  # a fleet's baseline plan and other GPU kinds
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     console.print(f"report: {files.html}\nmarkdown: {files.markdown}", soft_wrap=True)

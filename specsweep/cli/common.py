@@ -27,7 +27,7 @@ from specsweep.workloads.preflight import check_load
 if TYPE_CHECKING:
     import pandas as pd
 
-    from specsweep.analysis.answer import Answer
+    from specsweep.analysis.answer import RunAnswer
     from specsweep.report.shapes import Surface
     from specsweep.results.store import ResultsStore
 
@@ -269,9 +269,9 @@ def show_run(store: ResultsStore, run_id: str, wide: bool = False) -> None:
         console.print(sentence_lines(note), style="yellow", soft_wrap=True, markup=False)
 
 
-def _show_apart(answer: Answer, levels: pd.DataFrame) -> None:
-    """Beside the decision: the shapes' load, the search (predictions said apart), the
-    levels a search skipped and those that failed."""
+def _show_apart(answer: RunAnswer, levels: pd.DataFrame) -> None:
+    """Beside the decision: the shapes' load, then the first cell's search (predictions
+    said apart), the levels a search skipped and those that failed."""
     from specsweep.report.evidence import load_text
     from specsweep.report.search import search_lines
 
@@ -281,35 +281,31 @@ def _show_apart(answer: Answer, levels: pd.DataFrame) -> None:
             f"load: {len(answer.shapes)} load shapes, {load}",
             soft_wrap=True, markup=False, highlight=False,
         )  # fmt: skip
-    for line in search_lines(answer.search):
+    first = answer.first
+    for line in search_lines(first.search):
         console.print(line, soft_wrap=True, markup=False, highlight=False)
-    for line in skipped_lines(answer.skipped_levels):
+    for line in skipped_lines(first.skipped_levels):
         console.print(f"skipped (not measured) {line}", soft_wrap=True, markup=False)
-    for rec in answer.failed_levels.to_dict("records"):
+    for rec in first.failed_levels.to_dict("records"):
         console.print(
             f"[red]failed level[/] {rec['variant']} c={rec['concurrency']}: {rec['error']}",
             soft_wrap=True,
         )
 
 
-def show_decision(answer: Answer) -> None:
+def show_decision(answer: RunAnswer) -> None:
     """The decision as report/decision_view.py renders it, for a terminal of 100 columns."""
     from rich import box
 
     from specsweep.report.decision_view import (
         DECISION_COLUMNS,
-        cells,
         decision_rows,
-        headline_lines,
     )
     from specsweep.report.shapes import load_line
 
-    for line in headline_lines(answer):
+    first, *others = answer.decisions.cells
+    for line in first.headline():
         console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
-    found = cells(answer)
-    if not found:
-        return
-    first = found[0]
     load = load_line(answer)
     said = f"Measured in run {answer.run_id}." + (f" {load}" if load else "")
     console.print(sentence_lines(said), soft_wrap=True, markup=False, highlight=False)
@@ -330,7 +326,7 @@ def show_decision(answer: Answer) -> None:
             console.print(text, soft_wrap=True, markup=False, highlight=False)
     for variant, command in first.deploy.commands:
         console.print(command_lines(f"deploy {variant}:", command), soft_wrap=True, markup=False)
-    for other in found[1:]:
+    for other in others:
         for line in other.headline():
             console.print(line, style="bold", soft_wrap=True, markup=False, highlight=False)
 

@@ -19,7 +19,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import RunAnswer
 from specsweep.report.prose import fit_text
 from specsweep.report.render import ReportFiles, answer_markdown, markdown, report_link
 
@@ -62,7 +62,7 @@ def report_where(html: Path, url: str | None) -> str:
 
 
 def answer_page(
-    answer: Answer,
+    answer: RunAnswer,
     files: ReportFiles,
     url: str | None = None,
     report_artifact: str | None = None,
@@ -81,7 +81,7 @@ def answer_page(
     return fit_tables(fit_text(answer_markdown(answer, images, report, notes)))
 
 
-def report_page(answer: Answer, files: ReportFiles, url: str | None = None) -> str:
+def report_page(answer: RunAnswer, files: ReportFiles, url: str | None = None) -> str:
     """The full report as one Markdown page: report.md with its plots embedded, and its
     tables fitted; the HTML file linked where it is served."""
     images = {name: data_uri(data) for name, data in files.inline.items()}

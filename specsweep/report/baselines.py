@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import RunAnswer
 from specsweep.analysis.baselines import CALIBRATED, OWN, REFERENCE
 
 ROLE_TEXT = {
@@ -17,7 +17,7 @@ ROLE_TEXT = {
 }
 
 
-def plans_in_order(answer: Answer) -> pd.DataFrame:
+def plans_in_order(answer: RunAnswer) -> pd.DataFrame:
     plans = answer.host_plans
     if plans.empty:
         return plans
@@ -52,7 +52,7 @@ def verdict_text(rec: dict) -> str:
     return "failed: measures its own baseline" if passed is False else "own baseline"
 
 
-def baseline_sentences(answer: Answer) -> list[str]:
+def baseline_sentences(answer: RunAnswer) -> list[str]:
     """The plan in words; empty without one (a single target, or fleet.baseline once)."""
     plans = plans_in_order(answer)
     if plans.empty:

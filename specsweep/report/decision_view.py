@@ -8,31 +8,19 @@ from __future__ import annotations
 
 import math
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import RunAnswer
 from specsweep.analysis.decision import CellDecision, LevelEffect
 from specsweep.analysis.tie_rule import LevelJudgment
 
 DECISION_COLUMNS = ["c", "deploy runs", "vs no speculation", "best measured", "level"]
 
 
-def cells(answer: Answer) -> list[CellDecision]:
-    """Every cell's decision of the run (one for a plain run)."""
-    if answer.decisions is not None and answer.decisions.cells:
-        return list(answer.decisions.cells)
-    return [answer.decision] if answer.decision is not None else []
-
-
-def headline_lines(answer: Answer) -> list[str]:
+def headline_lines(answer: RunAnswer) -> list[str]:
     """The first cell's three lines: what to deploy, what it measured, the verdict."""
-    found = cells(answer)
-    if not found:
-        if answer.throughput.empty:
-            return ["No level completed successfully: nothing to compare."]
-        return ["No baseline was measured: nothing to compare speculation with."]
-    return found[0].headline()
+    return answer.first.decision.headline()
 
 
-def headline_text(answer: Answer) -> str:
+def headline_text(answer: RunAnswer) -> str:
     """The headline as one paragraph (for places that hold a single line)."""
     return " ".join(headline_lines(answer))
 
@@ -94,17 +82,14 @@ def deploy_blocks(decision: CellDecision) -> list[str]:
     return out
 
 
-def decision_markdown(answer: Answer) -> list[str]:
+def decision_markdown(answer: RunAnswer) -> list[str]:
     """The decision at the top of an artifact or report: the headline, the config to copy,
     the per-level table, the sentences of the levels that were not clear; then each other
     cell's headline."""
-    found = cells(answer)
-    lines = [f"**{line}**" + "  " for line in headline_lines(answer)]
+    first, *others = answer.decisions.cells
+    lines = [f"**{line}**" + "  " for line in first.headline()]
     lines[-1] = lines[-1].rstrip()
     lines.append("")
-    if not found:
-        return lines
-    first = found[0]
     lines += deploy_blocks(first)
     lines += [
         "| " + " | ".join(DECISION_COLUMNS) + " |",
@@ -116,7 +101,7 @@ def decision_markdown(answer: Answer) -> list[str]:
     lines += [f"- {n[0].upper()}{n[1:].rstrip('.')}." for n in first.deploy.notes if n]
     if first.level_sentences() or first.deploy.notes:
         lines.append("")
-    for other in found[1:]:
+    for other in others:
         lines += [f"**{line}**  " for line in other.headline()]
         lines.append("")
     return lines

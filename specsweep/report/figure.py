@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import CellAnswer
 from specsweep.report.evidence import load_text
 
 DPI = 150
@@ -29,21 +29,21 @@ def style(ax: Axes) -> None:
     ax.tick_params(labelsize=9)
 
 
-def subtitle(answer: Answer, one_shape: bool = True) -> str:
-    """Model, GPUs, load (the answer's shape and workload; `one_shape` False: every shape
-    of the run, for a figure over shapes), run id, and SIMULATED when it was."""
+def subtitle(answer: CellAnswer, shapes: list[str] | None = None) -> str:
+    """Model, GPUs, load (the cell's shape and workload; `shapes`: the run's shapes, for a
+    figure over them), run id, and SIMULATED when it was."""
     facts = answer.facts()
     parts = [facts.get("model_path", "")]
     gpu = facts.get("gpu_name")
     if gpu:
         parts.append(f"{facts.get('gpu_count', '?')}x {gpu}")
-    if one_shape:
+    if shapes is None:
         if answer.shape is None and "input_len" in facts:  # rows from before load shapes
             parts.append(f"in/out {facts['input_len']}/{facts.get('output_len', '?')} tokens")
         parts.append(load_text(answer.levels, answer.shape) or "")
     else:
         sent = load_text(answer.levels, "")  # "": the workload alone, not the first shape
-        parts.append(f"{len(answer.shapes)} load shapes" + (f", {sent}" if sent else ""))
+        parts.append(f"{len(shapes)} load shapes" + (f", {sent}" if sent else ""))
     parts.append(f"run {answer.run_id}")
     if answer.simulated:
         parts.append("SIMULATED server")
@@ -51,12 +51,15 @@ def subtitle(answer: Answer, one_shape: bool = True) -> str:
 
 
 def new_figure(
-    answer: Answer, title: str, size: tuple[float, float] = (8.0, 4.8), one_shape: bool = True
+    answer: CellAnswer,
+    title: str,
+    size: tuple[float, float] = (8.0, 4.8),
+    shapes: list[str] | None = None,
 ) -> Figure:
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     height = size[1]  # place title and subtitle in inches from the top, whatever the size
     fig.suptitle(title, fontsize=13, fontweight="bold", x=0.01, y=1 - 0.08 / height, ha="left")
-    fig.text(0.01, 1 - 0.5 / height, subtitle(answer, one_shape), fontsize=8.5, color="#555555")
+    fig.text(0.01, 1 - 0.5 / height, subtitle(answer, shapes), fontsize=8.5, color="#555555")
     fig.get_layout_engine().set(rect=(0, 0, 1, 1 - 0.62 / height))
     return fig
 

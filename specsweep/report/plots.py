@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import CellAnswer, RunAnswer
 from specsweep.analysis.levels import baseline_name, interval_tables, metric_table
 from specsweep.analysis.pivot import Pivot, ratio_intervals
 from specsweep.report.figure import new_figure as _figure
@@ -71,7 +71,7 @@ def _legend(ax: Axes, extra: list[Patch] | None = None, **kw) -> None:
     ax.legend(handles, labels, fontsize=8.5, **kw)
 
 
-def _pivot_label(answer: Answer, variant: str) -> str:
+def _pivot_label(answer: CellAnswer, variant: str) -> str:
     pivot = answer.pivots.get(variant)
     if pivot is None:
         return variant
@@ -154,7 +154,7 @@ def _evidence_handles(band: bool, span: bool, hatch: bool) -> list[Patch]:
     return out
 
 
-def throughput_figure(answer: Answer) -> Figure:
+def throughput_figure(answer: CellAnswer) -> Figure:
     """Output throughput per variant vs concurrency; pivots marked on the baseline curve,
     with the levels' 95% intervals as bands and the pivots' ranges as spans."""
     table = answer.throughput
@@ -218,7 +218,7 @@ def throughput_figure(answer: Answer) -> Figure:
 
 
 def _pivot_spans(
-    ax: Axes, answer: Answer, palette: dict[str, str], levels: list[int]
+    ax: Axes, answer: CellAnswer, palette: dict[str, str], levels: list[int]
 ) -> tuple[bool, bool]:
     """Every pivot's span; (any crossing range drawn, any inconclusive bracket drawn)."""
     ranged = hatched = False
@@ -233,7 +233,7 @@ def _pivot_spans(
     return ranged, hatched
 
 
-def speedup_figure(answer: Answer) -> Figure:
+def speedup_figure(answer: CellAnswer) -> Figure:
     """Throughput relative to the baseline; shaded where speculation pays or loses."""
     table = answer.throughput
     base = baseline_name(answer.levels)
@@ -316,7 +316,7 @@ def speedup_figure(answer: Answer) -> Figure:
     return fig
 
 
-def latency_figure(answer: Answer) -> Figure:
+def latency_figure(answer: CellAnswer) -> Figure:
     """TTFT and ITL, p50 and p99, per variant; the SLO limits drawn on the p99 panels."""
     base = baseline_name(answer.levels)
     fig = _figure(answer, "Latency vs concurrency", size=(8.0, 6.6))
@@ -361,7 +361,7 @@ def latency_figure(answer: Answer) -> Figure:
     return fig
 
 
-def accept_length_figure(answer: Answer) -> Figure:
+def accept_length_figure(answer: CellAnswer) -> Figure:
     """Mean accepted tokens per verify step per variant, against its draft-token ceiling."""
     table = answer.accept_length()
     fig = _figure(answer, "Accept length per speculative variant", size=(8.0, 4.4))
@@ -419,7 +419,7 @@ def accept_length_figure(answer: Answer) -> Figure:
     return fig
 
 
-def hosts_figure(answer: Answer) -> Figure:
+def hosts_figure(answer: CellAnswer) -> Figure:
     """Per level measured on several targets: each target's throughput / the fastest's."""
     hc = answer.hosts
     assert hc is not None and not hc.cells.empty
@@ -464,7 +464,7 @@ def hosts_figure(answer: Answer) -> Figure:
 PREDICTED_CURVES = 6  # the not-launched variants drawn: the closest to the measured best
 
 
-def predictions_figure(answer: Answer) -> Figure:
+def predictions_figure(answer: CellAnswer) -> Figure:
     """The search's predicted curves (dashed, with their 95% band) for the variants it did
     not launch, beside the measured best per level and the measured baseline (solid): what
     the search ruled out, never drawn like a measurement."""
@@ -518,13 +518,21 @@ def predictions_figure(answer: Answer) -> Figure:
     return fig
 
 
-FIGURES: dict[str, tuple[str, Callable[[Answer], Figure]]] = {
-    "throughput": ("Output throughput vs concurrency", throughput_figure),
-    "speedup": ("Speedup over the baseline", speedup_figure),
-    "latency": ("Latency (TTFT, ITL) vs concurrency", latency_figure),
-    "accept_length": ("Accept length per variant", accept_length_figure),
-    "hosts": ("Throughput per target, relative to the fastest", hosts_figure),
-    "predictions": ("Predicted (not measured): variants not launched", predictions_figure),
+def _first(draw: Callable[[CellAnswer], Figure]) -> Callable[[RunAnswer], Figure]:
+    """A figure of one cell, drawn for the run's first cell (the one the report opens with)."""
+    return lambda answer: draw(answer.first)
+
+
+FIGURES: dict[str, tuple[str, Callable[[RunAnswer], Figure]]] = {
+    "throughput": ("Output throughput vs concurrency", _first(throughput_figure)),
+    "speedup": ("Speedup over the baseline", _first(speedup_figure)),
+    "latency": ("Latency (TTFT, ITL) vs concurrency", _first(latency_figure)),
+    "accept_length": ("Accept length per variant", _first(accept_length_figure)),
+    "hosts": ("Throughput per target, relative to the fastest", _first(hosts_figure)),
+    "predictions": (
+        "Predicted (not measured): variants not launched",
+        _first(predictions_figure),
+    ),
     "surface": ("Best variant and its speedup per load shape and concurrency", surface_figure),
 }
 HOST_FIGURES = {"hosts"}  # drawn in the report's Hosts section, and only for several targets
@@ -533,17 +541,18 @@ SHAPE_FIGURES = {"surface"}  # drawn in the Load shapes section, for a run of se
 APART = HOST_FIGURES | SEARCH_FIGURES | SHAPE_FIGURES  # not among the first shape's plots
 
 
-def render_plots(answer: Answer) -> dict[str, bytes]:
+def render_plots(answer: RunAnswer) -> dict[str, bytes]:
     """Every figure that applies, as PNG bytes keyed by FIGURES' names."""
     return {name: _png(fig) for name, fig in render_figures(answer).items()}
 
 
-def render_figures(answer: Answer) -> dict[str, Figure]:
+def render_figures(answer: RunAnswer) -> dict[str, Figure]:
     """Every figure that applies, keyed by FIGURES' names, to encode once or twice."""
-    if answer.throughput.empty:
+    one = answer.first
+    if one.throughput.empty:
         return {}
-    shared = answer.hosts is not None and not answer.hosts.cells.empty
-    predicted = answer.has_search and not answer.search.not_launched().empty
+    shared = one.hosts is not None and not one.hosts.cells.empty
+    predicted = one.has_search and not one.search.not_launched().empty
     shapes = answer.multi_shape and not answer.surface.empty
     wanted = {
         name

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import CellAnswer, RunAnswer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
 from specsweep.report.baselines import baseline_sentences
 from specsweep.report.caveats import level_notes, sentence
@@ -35,6 +35,7 @@ from specsweep.report.shapes import (
     load_line,
     pivot_summary,
     policy_text,
+    shape_cells,
     shape_sections,
     surface_table_view,
 )
@@ -76,70 +77,76 @@ class ReportFiles:
     inline: dict[str, bytes] = field(default_factory=dict)  # small PNGs, with inline=True
 
 
-def headline(answer: Answer) -> str:
+def headline(answer: RunAnswer) -> str:
     """What a reader needs first, as one paragraph: the decision's headline (what to
     deploy, what it measured, the verdict; report/decision_view.py)."""
     return headline_text(answer)
 
 
-def stated_headline(answer: Answer) -> str:
+def stated_headline(answer: RunAnswer) -> str:
     """The headline as a view states it: for a run of several shapes, the shape it is for
     leads (``At in512-out256: Use ...``); the load line under it says the rest."""
     return headline(answer)  # a cell's headline names its shape itself
 
 
-def adaptive_lines(answer: Answer) -> list[str]:
-    """The engine-config side of the answer: each verified export's verdict, the steps-0
-    overhead, and why nothing was exported when adaptive variants ran without an export."""
+def adaptive_lines(answer: RunAnswer) -> list[str]:
+    """The engine-config side of the first cell's answer: each verified export's verdict,
+    the steps-0 overhead, and why nothing was exported when adaptive variants ran without
+    an export."""
+    one = answer.first
     lines = []
-    for v in answer.verifications:
+    for v in one.verifications:
         lines.append(v.headline() + ".")
         if v.overhead:
             lines.append(paragraph(v.overhead))
-    if answer.export is not None and not answer.verifications:
-        tiers = answer.export.adaptive_spec().describe()
-        at = f" at {answer.shape}" if answer.shape else ""
-        pick = f" --shape {answer.shape}" if answer.multi_shape else ""
+    if one.export is not None and not one.verifications:
+        tiers = one.export.adaptive_spec().describe()
+        at = f" at {one.shape}" if one.shape else ""
+        pick = f" --shape {one.shape}" if answer.multi_shape else ""
         lines.append(
             f"Exportable{at} as SGLang adaptive {tiers} (specsweep policy export "
             f"{answer.run_id}{pick}; verify with specsweep policy verify {answer.run_id} -c FILE)."
         )
-    if answer.export is None and answer.has_adaptive and answer.export_refused:
-        lines.append(paragraph(f"No adaptive export: {answer.export_refused}"))
+    if one.export is None and one.has_adaptive and one.export_refused:
+        lines.append(paragraph(f"No adaptive export: {one.export_refused}"))
     return lines
 
 
-def warnings(answer: Answer) -> list[str]:
-    """What a reader must know before trusting the numbers, as sentences: simulated (and
-    its time scale), levels that measured a queue, random ids, mixed GPU kinds."""
-    gpu = answer.gpu_kind_warning
-    return [sentence(n) for n in [*level_notes(answer.levels), *([gpu] if gpu else [])]]
+def warnings(answer: RunAnswer) -> list[str]:
+    """What a reader must know before trusting the first cell's numbers, as sentences:
+    simulated (and its time scale), levels that measured a queue, random ids, mixed GPU
+    kinds."""
+    one = answer.first
+    gpu = one.gpu_kind_warning
+    return [sentence(n) for n in [*level_notes(one.levels), *([gpu] if gpu else [])]]
 
 
-def hosts_line(answer: Answer) -> str | None:
+def hosts_line(answer: RunAnswer) -> str | None:
     """On the targets of a run measured on several (None for one target): how they compare
     and, for a fleet's baseline plan, whose baseline each host's variants were divided by."""
-    if answer.hosts is None:
+    hosts = answer.first.hosts
+    if hosts is None:
         return None
     planned = plan_sentences(answer)
-    return " ".join([answer.hosts.line(within=bool(planned)), *planned])
+    return " ".join([hosts.line(within=bool(planned)), *planned])
 
 
-def plan_sentences(answer: Answer) -> list[str]:
+def plan_sentences(answer: RunAnswer) -> list[str]:
     """A fleet's baseline plan in words and, with several GPU kinds, each kind's own answer
-    (never compared across); empty without a plan."""
+    (its first shape's; never compared across); empty without a plan."""
     said = baseline_sentences(answer)
-    if len(answer.by_gpu_kind) > 1:
-        for kind, other in answer.by_gpu_kind.items():
+    if len(answer.gpu_kinds) > 1:
+        for kind in answer.gpu_kinds:
+            other = answer.cell(gpu_kind=kind)
             hosts = ", ".join(sorted({str(t) for t in other.levels["target"].dropna()}))
-            said.append(f"On {kind} ({hosts}): {headline(other)}")
+            said.append(f"On {kind} ({hosts}): {' '.join(other.decision.headline())}")
     return said
 
 
-def first_shape(answer: Answer) -> str:
+def first_shape(answer: RunAnswer) -> str:
     """`` at in512-out256 (the first shape)`` after a section's title, for a run of several
     shapes (its top sections are the first shape's); "" otherwise."""
-    return f" at {answer.shape} (the first load shape)" if answer.multi_shape else ""
+    return f" at {answer.first.shape} (the first load shape)" if answer.multi_shape else ""
 
 
 def _md_table(table: Table, level: int = 3) -> list[str]:
@@ -157,13 +164,13 @@ def _md_table(table: Table, level: int = 3) -> list[str]:
     return [*lines, ""]
 
 
-def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
+def markdown(answer: RunAnswer, plot_paths: dict[str, str]) -> str:
     lines = [f"# specsweep report: run `{answer.run_id}`", ""]
     lines += [f"**{stated_headline(answer)}**", ""]
     load = load_line(answer)
     if load:
         lines += [load, ""]
-    search = search_headline(answer.search)
+    search = search_headline(answer.first.search)
     if search:
         lines += [search, ""]
     for line in adaptive_lines(answer):
@@ -180,10 +187,10 @@ def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
     lines += shapes_markdown(answer, plot_paths)
     lines += search_markdown(answer, plot_paths)
     lines += hosts_markdown(answer, plot_paths)
-    config = answer.config_json()
+    config = answer.first.config_json()
     if config:
         lines += ["### Configuration", "", "```json", config, "```", ""]
-    commands = answer.variants()
+    commands = answer.first.variants()
     if "server_command" in commands.columns:
         lines += ["### Server command lines", ""]
         for rec in commands.to_dict("records"):
@@ -191,7 +198,7 @@ def markdown(answer: Answer, plot_paths: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def shapes_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) -> list[str]:
+def shapes_markdown(answer: RunAnswer, plot_paths: dict[str, str] | None = None) -> list[str]:
     """The Load shapes section (runs of several shapes only): the surface (picture and
     table), then each shape's own answer: its policy, best per level, pivots, tiers."""
     surface = surface_table_view(answer)
@@ -211,11 +218,11 @@ def shapes_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) ->
     return lines
 
 
-def search_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) -> list[str]:
+def search_markdown(answer: RunAnswer, plot_paths: dict[str, str] | None = None) -> list[str]:
     """The Search section (runs with an adaptive search only): what it launched and why it
     stopped, the skipped levels, the variants not launched and the model's check, and the
     predicted curves; every prediction labelled as such, none in the tables above."""
-    paragraphs = search_paragraphs(answer.search)
+    paragraphs = search_paragraphs(answer.first.search)
     if not paragraphs:
         return []
     lines = ["## Search", ""]
@@ -224,12 +231,12 @@ def search_markdown(answer: Answer, plot_paths: dict[str, str] | None = None) ->
     for name, path in (plot_paths or {}).items():
         if name in SEARCH_FIGURES:
             lines += [f"![{FIGURES[name][0]}]({path})", ""]
-    for table in search_tables(answer.search):
+    for table in search_tables(answer.first.search):
         lines += _md_table(table)
     return lines
 
 
-def hosts_markdown(answer: Answer, plot_paths: dict[str, str]) -> list[str]:
+def hosts_markdown(answer: RunAnswer, plot_paths: dict[str, str]) -> list[str]:
     """The Hosts section (runs on several targets only): summary line, plot, tables."""
     line = hosts_line(answer)
     if line is None:
@@ -266,7 +273,7 @@ def _html_img(name: str, data: bytes) -> str:
     return f'<img alt="{html.escape(FIGURES[name][0])}" src="data:image/png;base64,{b64}">'
 
 
-def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
+def html_document(answer: RunAnswer, pngs: dict[str, bytes]) -> str:
     esc = html.escape
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
@@ -277,7 +284,7 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
     load = load_line(answer)
     if load:
         parts.append(f'<p class="note">{esc(load)}</p>')
-    search = search_headline(answer.search)
+    search = search_headline(answer.first.search)
     if search:
         parts.append(f'<p class="note">{esc(search)}</p>')
     parts += [f"<p>{esc(line)}</p>" for line in adaptive_lines(answer)]
@@ -289,23 +296,23 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
     parts.append(f"<h2>Tables{esc(first_shape(answer))}</h2>")
     parts += [_html_table(t) for t in all_tables(answer)]
     parts += shapes_html(answer, pngs)
-    paragraphs = search_paragraphs(answer.search)
+    paragraphs = search_paragraphs(answer.first.search)
     if paragraphs:
         parts.append("<h2>Search</h2>")
         parts += [f"<p>{esc(text)}</p>" for text in paragraphs]
         parts += [_html_img(n, d) for n, d in pngs.items() if n in SEARCH_FIGURES]
-        parts += [_html_table(t) for t in search_tables(answer.search)]
+        parts += [_html_table(t) for t in search_tables(answer.first.search)]
     line = hosts_line(answer)
     if line is not None:
         parts += ["<h2>Hosts</h2>", f"<p>{esc(line)}</p>"]
         parts += [_html_img(n, d) for n, d in pngs.items() if n in HOST_FIGURES]
         parts += [_html_table(t) for t in host_tables(answer)]
-    config = answer.config_json()
+    config = answer.first.config_json()
     if config:
         parts.append(
             f"<details><summary>Configuration (JSON)</summary><pre>{esc(config)}</pre></details>"
         )
-    commands = answer.variants()
+    commands = answer.first.variants()
     if "server_command" in commands.columns:
         parts.append("<h3>Server command lines</h3>")
         for rec in commands.to_dict("records"):
@@ -316,7 +323,7 @@ def html_document(answer: Answer, pngs: dict[str, bytes]) -> str:
     return "\n".join(parts)
 
 
-def shapes_html(answer: Answer, pngs: dict[str, bytes]) -> list[str]:
+def shapes_html(answer: RunAnswer, pngs: dict[str, bytes]) -> list[str]:
     """The Load shapes section in HTML (see shapes_markdown); empty for one shape."""
     surface = surface_table_view(answer)
     if surface is None:
@@ -337,7 +344,7 @@ def shapes_html(answer: Answer, pngs: dict[str, bytes]) -> list[str]:
     return parts
 
 
-def write_report(answer: Answer, out_dir: Path, inline: bool = False) -> ReportFiles:
+def write_report(answer: RunAnswer, out_dir: Path, inline: bool = False) -> ReportFiles:
     """report.html (self-contained), report.md and plots/*.png under out_dir; `inline`:
     each plot also as a small PNG to embed in a page (ReportFiles.inline), resampled from
     the same drawing."""
@@ -374,7 +381,7 @@ def default_report_dir(results_root: Path | str, run_id: str) -> Path:
 
 
 def answer_markdown(
-    answer: Answer,
+    answer: RunAnswer,
     images: Mapping[str, str] | None = None,
     report: Sequence[str] = (),
     notes: Sequence[str] = (),
@@ -405,15 +412,16 @@ def answer_markdown(
         lines += [f"{line} See the report's Hosts section.", ""]
     if "speedup" in images:
         lines += [f"![{FIGURES['speedup'][0]}]({images['speedup']})", ""]
+    one = answer.first
     tables = [
-        policy_table(answer),
-        *verification_tables(answer),
-        export_table(answer),
-        pivot_table(answer) if answer.pivots else None,
+        policy_table(one),
+        *verification_tables(one),
+        export_table(one),
+        pivot_table(one) if one.pivots else None,
     ]
-    if not answer.throughput.empty:
-        tables += [throughput_table(answer), best_table(answer)]
-    tables.append(failures_table(answer))
+    if not one.throughput.empty:
+        tables += [throughput_table(one), best_table(one)]
+    tables.append(failures_table(one))
     for table in tables:
         if table is not None:
             lines += _md_table(table)
@@ -423,7 +431,7 @@ def answer_markdown(
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def shapes_summary_markdown(answer: Answer, image: str | None = None) -> list[str]:
+def shapes_summary_markdown(answer: RunAnswer, image: str | None = None) -> list[str]:
     """The artifact's Load shapes part: the surface (its picture where `image` is given,
     and its table), then each shape's policy line and pivots (the report's Load shapes
     section has their tables)."""
@@ -434,12 +442,20 @@ def shapes_summary_markdown(answer: Answer, image: str | None = None) -> list[st
     if image is not None:
         lines += [f"![{FIGURES['surface'][0]}]({image})", ""]
     lines += _md_table(surface, level=4)
-    for shape, one in answer.by_shape.items():
-        lines += [f"- **{shape}**: {policy_text(one)}", f"  - pivots: {pivot_summary(one)}"]
+    for one in shape_cells(answer):
+        lines += [f"- **{one.shape}**: {policy_text(one)}", f"  - pivots: {pivot_summary(one)}"]
     return [*lines, ""]
 
 
-def level_records(answer: Answer) -> list[dict[str, object]]:
+def level_records(answer: RunAnswer) -> list[dict[str, object]]:
+    """One flat row per measured level of the first cell (with several shapes, of the first
+    GPU kind's every shape, shape by shape in the run's order): see cell_level_records."""
+    return [
+        rec for one in shape_cells(answer) or (answer.first,) for rec in cell_level_records(one)
+    ]
+
+
+def cell_level_records(answer: CellAnswer) -> list[dict[str, object]]:
     """One flat row per measured level, for a table artifact (JSON-safe values); a search's
     skipped levels are not measurements and are left out (the search artifact lists them).
 
@@ -447,11 +463,8 @@ def level_records(answer: Answer) -> list[dict[str, object]]:
     none), the speedup over the baseline by its interval, and whether the level met
     load.target_ci (null without a target). On several targets every stored row is
     listed, with its `target` and whether the answer uses it (`in_answer`); the speedup
-    is given for those only. Each row says its load `shape` (when the rows have one); with
-    several shapes, every shape's rows are listed, shape by shape in the run's order.
+    is given for those only. Each row says its load `shape` (when the rows have one).
     """
-    if answer.multi_shape:
-        return [rec for one in answer.by_shape.values() for rec in level_records(one)]
     best = answer.best.set_index("concurrency")
     base = best.get("baseline_throughput")
     base_name = baseline_name(answer.levels)
@@ -523,18 +536,18 @@ def report_link(html: Path, results_dir: Path | str, base_url: str | None) -> st
     return html.resolve().as_uri()  # also when the report was written outside the results
 
 
-def search_records(answer: Answer) -> list[dict[str, object]]:
+def search_records(answer: RunAnswer) -> list[dict[str, object]]:
     """One row per variant of a search's grid, for a table artifact (JSON-safe values):
     whether it was launched; for a launched one, its levels measured and skipped and how its
     before-launch prediction held (levels inside the predicted 95% interval, median error);
     for one not launched, its best predicted ratio to the measured best (`predicted_*`:
     predictions, never measurements) and why it was not launched. Empty without a search."""
-    view = answer.search
+    view = answer.first.search
     if not view.present:
         return []
     not_launched = view.not_launched().set_index("variant")
     check = view.prediction_check()
-    levels = answer.levels
+    levels = answer.first.levels
     final = view.final()
     why = final.dropna(subset=["reason"]).drop_duplicates("variant").set_index("variant")["reason"]
     rows: list[dict[str, object]] = []

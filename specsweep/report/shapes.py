@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import CellAnswer, RunAnswer
 from specsweep.analysis.levels import baseline_name
 from specsweep.analysis.shapes import surface_table
 from specsweep.analysis.summary import Summary
@@ -38,16 +38,18 @@ SURFACE_NOTE = (
 )
 
 
-def load_line(answer: Answer) -> str | None:
-    """What the answer at the top was measured under; with several shapes, which one it is
-    and where the others are. None when the rows say neither shape nor workload."""
-    text = load_text(answer.levels, answer.shape)
+def load_line(answer: RunAnswer) -> str | None:
+    """What the answer at the top (the first cell) was measured under; with several shapes,
+    which one it is and where the others are. None when the rows say neither shape nor
+    workload."""
+    first = answer.first
+    text = load_text(first.levels, first.shape)
     if not answer.multi_shape:
         return f"Load: {text}." if text else None
     return (
         f"Load: {text}. This run measured {len(answer.shapes)} load shapes "
         f"({', '.join(answer.shapes)}): the answer, plots and tables before Load shapes are "
-        f"for {answer.shape}, the first; Load shapes answers each shape on its own."
+        f"for {first.shape}, the first; Load shapes answers each shape on its own."
     )
 
 
@@ -131,8 +133,8 @@ def surface_grid(surface: pd.DataFrame, shapes: list[str], baseline: str | None 
     return Surface([s for s in shapes if s in present], levels, cells, names, prefix)
 
 
-def answer_surface(answer: Answer) -> Surface:
-    return surface_grid(answer.surface, answer.shapes, baseline_name(answer.levels))
+def answer_surface(answer: RunAnswer) -> Surface:
+    return surface_grid(answer.surface, answer.shapes, baseline_name(answer.first.levels))
 
 
 def surface_note(surface: Surface) -> str:
@@ -148,7 +150,7 @@ def surface_cells(surface: Surface) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def surface_table_view(answer: Answer, title: str | None = None) -> Table | None:
+def surface_table_view(answer: RunAnswer, title: str | None = None) -> Table | None:
     """The surface as a table (None for a single-shape run)."""
     if not answer.multi_shape or answer.surface.empty:
         return None
@@ -163,33 +165,32 @@ def surface_table_view(answer: Answer, title: str | None = None) -> Table | None
     )
 
 
-def pivot_summary(answer: Answer) -> str:
+def pivot_summary(answer: CellAnswer) -> str:
     """``eagle3-s2-k1-d3: pivot at c≈22.6`` per variant, or why there is none."""
     if not answer.pivots:
         return "no pivot (no speculative variant measured against a baseline)"
     return "; ".join(f"{v}: {pivot_line(p)}" for v, p in answer.pivots.items())
 
 
-def policy_text(answer: Answer) -> str:
-    """The shape's decision in one paragraph (its headline, without the shape's name)."""
-    if answer.decision is not None:
-        label = answer.decision.label
-        lines = answer.decision.headline()
-        lines[0] = lines[0].removeprefix(f"At {label}: ") if label else lines[0]
-        return " ".join(lines)
-    if answer.policy is not None:
-        return answer.policy.line()
-    if answer.throughput.empty:
-        return "No level completed successfully at this shape."
-    return "No baseline was measured at this shape: neither a pivot nor a policy."
+def policy_text(answer: CellAnswer) -> str:
+    """The cell's decision in one paragraph (its headline, without the cell's name)."""
+    label = answer.decision.label
+    lines = answer.decision.headline()
+    lines[0] = lines[0].removeprefix(f"At {label}: ") if label else lines[0]
+    return " ".join(lines)
 
 
-def shape_lines(answer: Answer) -> list[str]:
+def shape_cells(answer: RunAnswer) -> tuple[CellAnswer, ...]:
+    """The cells the Load shapes views list: the first GPU kind's, shape by shape (none
+    for a single-shape run)."""
+    return answer.cells_of(answer.first.gpu_kind) if answer.multi_shape else ()
+
+
+def shape_lines(answer: RunAnswer) -> list[str]:
     """One block per shape (several shapes only): its load, its policy, its pivots."""
-    if not answer.multi_shape:
-        return []
     out = []
-    for shape, one in answer.by_shape.items():
+    for one in shape_cells(answer):
+        shape = one.shape
         sent = load_text(one.levels, "")  # "": the workload alone, the shape leads the line
         out.append(f"{shape}{f' ({sent})' if sent else ''}: {policy_text(one)}")
         out.append(f"  pivots at {shape}: {pivot_summary(one)}")
@@ -207,12 +208,11 @@ class ShapeSection:
     export_note: str | None  # why this shape has no export (None when it has one)
 
 
-def shape_sections(answer: Answer) -> list[ShapeSection]:
+def shape_sections(answer: RunAnswer) -> list[ShapeSection]:
     """Every shape's own answer, in the run's order (empty for a single-shape run)."""
-    if not answer.multi_shape:
-        return []
     out = []
-    for shape, one in answer.by_shape.items():
+    for one in shape_cells(answer):
+        shape = str(one.shape)
         tables = [
             best_table(one),
             pivot_table(one) if one.pivots else None,

@@ -15,7 +15,7 @@ from matplotlib.colors import Colormap, TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import RunAnswer
 from specsweep.report.figure import new_figure
 from specsweep.report.shapes import answer_surface
 
@@ -23,7 +23,7 @@ CMAP = "PRGn"  # purple below 1.0 (speculation loses), green above: colour-blind
 MISSING = "#d9d9d9"
 
 
-def surface_figure(answer: Answer) -> Figure:
+def surface_figure(answer: RunAnswer) -> Figure:
     grid = answer_surface(answer)
     shapes, levels = grid.shapes, grid.levels
     values = np.array([[grid.speedup(s, c) for c in levels] for s in shapes], dtype=float)
@@ -33,10 +33,10 @@ def surface_figure(answer: Answer) -> Figure:
     width = min(13.0, max(9.0, 1.6 + 1.25 * len(levels)))  # 9: the subtitle fits
     height = 2.3 + 0.8 * len(shapes)  # a cell holds up to three lines
     fig = new_figure(
-        answer,
+        answer.first,
         "Best variant and its speedup, per load shape and concurrency",
         size=(width, height),
-        one_shape=False,
+        shapes=answer.shapes,
     )
     ax = fig.add_subplot()
     masked = np.ma.masked_invalid(values)

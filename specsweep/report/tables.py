@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from specsweep.analysis.answer import Answer
+from specsweep.analysis.answer import CellAnswer, RunAnswer
 from specsweep.analysis.levels import LATENCY_COLUMNS, baseline_name, interval_tables
 from specsweep.report.baselines import (
     ROLE_TEXT,
@@ -58,13 +58,13 @@ def _pct(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:+.1%}"
 
 
-def at(answer: Answer) -> str:
+def at(answer: CellAnswer) -> str:
     """`` at in512-out256, builtin prompts via chat``: what a title's numbers were measured
     under ("" for rows written before load shapes)."""
     return at_text(answer.levels, answer.shape)
 
 
-def policy_table(answer: Answer) -> Table | None:
+def policy_table(answer: CellAnswer) -> Table | None:
     p = answer.policy
     if p is None:
         return None
@@ -120,7 +120,7 @@ def policy_table(answer: Answer) -> Table | None:
     )
 
 
-def _interval_notes(answer: Answer) -> str:
+def _interval_notes(answer: CellAnswer) -> str:
     """What ± means here, and whether load.target_ci was met."""
     notes = []
     if has_intervals(answer.levels):
@@ -135,7 +135,7 @@ def _interval_notes(answer: Answer) -> str:
     return " ".join(notes)
 
 
-def throughput_table(answer: Answer) -> Table:
+def throughput_table(answer: CellAnswer) -> Table:
     table = answer.throughput
     best = answer.best.set_index("concurrency", drop=False)
     lo, hi = interval_tables(answer.levels, "output_throughput")
@@ -168,7 +168,7 @@ def throughput_table(answer: Answer) -> Table:
     )
 
 
-def best_table(answer: Answer) -> Table | None:
+def best_table(answer: CellAnswer) -> Table | None:
     """Per level: the best with its interval, speedup, runner-up and lead, near-ties."""
     if answer.best.empty:
         return None
@@ -184,7 +184,7 @@ def best_table(answer: Answer) -> Table | None:
     )
 
 
-def pivot_table(answer: Answer) -> Table:
+def pivot_table(answer: CellAnswer) -> Table:
     rows, bold = [], set()
     for i, (variant, pivot) in enumerate(answer.pivots.items()):
         rows.append([variant, pivot_cell(pivot), pivot_line(pivot)])
@@ -200,7 +200,7 @@ def pivot_table(answer: Answer) -> Table:
     )
 
 
-def slo_table(answer: Answer) -> Table | None:
+def slo_table(answer: CellAnswer) -> Table | None:
     if answer.slo is None or not answer.slo.active or "best_variant_slo" not in answer.best:
         return None
     rows = []
@@ -223,7 +223,7 @@ def slo_table(answer: Answer) -> Table | None:
     )
 
 
-def latency_tables(answer: Answer) -> Table:
+def latency_tables(answer: CellAnswer) -> Table:
     lat = answer.latency
     has_slo = "meets_slo" in lat.columns
     bounds = {m: interval_tables(answer.levels, m) for m in LATENCY_COLUMNS}
@@ -257,7 +257,7 @@ def latency_tables(answer: Answer) -> Table:
     )
 
 
-def accept_table(answer: Answer) -> Table | None:
+def accept_table(answer: CellAnswer) -> Table | None:
     table = answer.accept_length()
     if table.empty:
         return None
@@ -270,7 +270,7 @@ def accept_table(answer: Answer) -> Table | None:
     )
 
 
-def failures_table(answer: Answer) -> Table | None:
+def failures_table(answer: CellAnswer) -> Table | None:
     rows = [[v, "all levels", e] for v, e in answer.variant_errors.items()]
     rows += [
         [r["variant"], str(r["concurrency"]), str(r["error"])]
@@ -281,12 +281,10 @@ def failures_table(answer: Answer) -> Table | None:
     return Table("Failures", ["variant", "concurrency", "error"], rows, [False, False, False])
 
 
-def category_table(answer: Answer) -> Table | None:
+def category_table(answer: CellAnswer) -> Table | None:
     """Per variant (rows) and prompt category (columns): the mean accept length and the
     median per-stream decode speed at the variant's lowest level; None without categories."""
     cats = answer.categories
-    if answer.multi_shape and not cats.empty:  # the top-level answer carries every shape's
-        cats = cats[cats["shape"] == answer.shape]
     if cats.empty:
         return None
     order = {v: i for i, v in enumerate(answer.throughput.columns)}
@@ -323,13 +321,15 @@ def category_table(answer: Answer) -> Table | None:
 CATEGORY_ORDER = ("chat", "code", "reasoning", "summarisation")
 
 
-def environment_table(answer: Answer) -> Table:
-    facts = answer.facts()
+def environment_table(answer: RunAnswer) -> Table:
+    """The run's facts, as its first cell's rows say them, and every load shape."""
+    first = answer.first
+    facts = first.facts()
     load = {
         "load shapes": ", ".join(answer.shapes) or None,
-        "workload": answer.workload,
-        "endpoint": ", ".join(sorted(map(str, answer.levels["endpoint"].dropna().unique())))
-        if "endpoint" in answer.levels.columns
+        "workload": first.workload,
+        "endpoint": ", ".join(sorted(map(str, first.levels["endpoint"].dropna().unique())))
+        if "endpoint" in first.levels.columns
         else None,
     }
     facts |= {k: v for k, v in load.items() if v}
@@ -338,7 +338,7 @@ def environment_table(answer: Answer) -> Table:
     )
 
 
-def variants_table(answer: Answer) -> Table:
+def variants_table(answer: CellAnswer) -> Table:
     frame = answer.variants()
     cols = [c for c in frame.columns if c != "server_command"]
     rows = [
@@ -355,7 +355,7 @@ def _shares(shares: dict[int, float] | None) -> str:
     return ", ".join(f"{s} steps {v:.0%}" if s else f"no drafting {v:.0%}" for s, v in top)
 
 
-def export_table(answer: Answer) -> Table | None:
+def export_table(answer: CellAnswer) -> Table | None:
     """The run's answer as SGLang adaptive tiers (one row per tier)."""
     if answer.export is None:
         return None
@@ -375,7 +375,7 @@ def export_table(answer: Answer) -> Table | None:
     )
 
 
-def verification_tables(answer: Answer) -> list[Table]:
+def verification_tables(answer: CellAnswer) -> list[Table]:
     """Each adaptive config with its own tiers against the best a tier config can reach."""
     out = []
     for v in answer.verifications:
@@ -405,7 +405,7 @@ def verification_tables(answer: Answer) -> list[Table]:
     return out
 
 
-def steps_table(answer: Answer) -> Table | None:
+def steps_table(answer: CellAnswer) -> Table | None:
     """What each adaptive server really ran, from its log."""
     ran = answer.steps_ran()
     if ran.empty:
@@ -419,23 +419,25 @@ def steps_table(answer: Answer) -> Table | None:
     )
 
 
-def all_tables(answer: Answer) -> list[Table]:
-    """In report order; tables that do not apply (no SLO, no failures) are left out."""
+def all_tables(answer: RunAnswer) -> list[Table]:
+    """The first cell's, in report order, then the run's; tables that do not apply (no
+    SLO, no failures) are left out."""
+    first = answer.first
     tables = [
-        policy_table(answer),
-        *verification_tables(answer),
-        export_table(answer),
-        steps_table(answer),
-        throughput_table(answer),
-        best_table(answer),
-        pivot_table(answer) if answer.pivots else None,
-        slo_table(answer),
-        latency_tables(answer),
-        accept_table(answer),
-        category_table(answer),
-        failures_table(answer),
+        policy_table(first),
+        *verification_tables(first),
+        export_table(first),
+        steps_table(first),
+        throughput_table(first),
+        best_table(first),
+        pivot_table(first) if first.pivots else None,
+        slo_table(first),
+        latency_tables(first),
+        accept_table(first),
+        category_table(first),
+        failures_table(first),
         environment_table(answer),
-        variants_table(answer),
+        variants_table(first),
     ]
     return [t for t in tables if t is not None]
 
@@ -445,7 +447,7 @@ def _gpu(rec: dict) -> str:
     return f"{count}x {name}" if count and name else str(name or "—")
 
 
-def hosts_table(answer: Answer) -> Table | None:
+def hosts_table(answer: CellAnswer) -> Table | None:
     """One row per target: GPU identity, what it measured, how it compares (multi-target runs)."""
     hc = answer.hosts
     if hc is None:
@@ -504,7 +506,7 @@ def hosts_table(answer: Answer) -> Table | None:
     )
 
 
-def host_cells_table(answer: Answer) -> Table | None:
+def host_cells_table(answer: CellAnswer) -> Table | None:
     """Per level measured ok on several targets: each target's numbers and its ratio."""
     hc = answer.hosts
     if hc is None or hc.cells.empty:
@@ -553,7 +555,7 @@ def host_cells_table(answer: Answer) -> Table | None:
     )
 
 
-def left_out_table(answer: Answer) -> Table | None:
+def left_out_table(answer: CellAnswer) -> Table | None:
     """Rows of a variant on a target the answer did not use (a partial or earlier measurement)."""
     hc = answer.hosts
     if hc is None or hc.left_out.empty:
@@ -570,18 +572,19 @@ def left_out_table(answer: Answer) -> Table | None:
     )
 
 
-def host_tables(answer: Answer) -> list[Table]:
-    """The Hosts section's tables; empty for a run on a single target."""
+def host_tables(answer: RunAnswer) -> list[Table]:
+    """The Hosts section's tables (the fleet's plan, then the first cell's targets); empty
+    for a run on a single target."""
     tables = [
         calibration_table(answer),
-        hosts_table(answer),
-        host_cells_table(answer),
-        left_out_table(answer),
+        hosts_table(answer.first),
+        host_cells_table(answer.first),
+        left_out_table(answer.first),
     ]
     return [t for t in tables if t is not None]
 
 
-def calibration_table(answer: Answer) -> Table | None:
+def calibration_table(answer: RunAnswer) -> Table | None:
     """One row per fleet host: its GPU kind, role, whose baseline it used, its calibration."""
     plans = plans_in_order(answer)
     if plans.empty:

@@ -74,7 +74,7 @@ def test_a_step_sweep_exports_its_answer_launches_it_and_verifies_it(tmp_path, p
 
     # the answer judges it and says what turning speculation off in the engine costs
     answer = analyze_run(store, run_id)
-    (check,) = answer.verifications
+    (check,) = answer.first.verifications
     assert check.variant == exported[0]
     assert list(check.levels["concurrency"]) == [1, 16]
     assert check.levels["share_of_reachable"].between(0.5, 1.5).all()

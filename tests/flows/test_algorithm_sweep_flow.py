@@ -46,7 +46,7 @@ def test_an_algorithm_sweep_measures_the_baseline_and_each_algorithm(tmp_path, p
     # the answer covers algorithms: the headline deploys a measured config, and acceptance
     # per prompt category is there for every algorithm
     answer = analyze_run(store, store.latest_run_id())
-    deploy = answer.decision.deploy
+    deploy = answer.first.decision.deploy
     assert deploy.kind in ("static", "by-level", "none")  # no EAGLE chain: never tiers
     assert set(deploy.runs_at().values()) <= set(levels["variant"])
     cats = answer.categories[answer.categories["variant"] != "baseline"]

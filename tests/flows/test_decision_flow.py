@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from specsweep.analysis.answer import analyze_run, cell_answers
+from specsweep.analysis.answer import analyze_run
 from specsweep.analysis.decision import HEADLINE_COLUMNS
 from specsweep.cli import app
 from specsweep.config.file import parse_config
@@ -46,7 +46,7 @@ def test_a_sweep_measures_more_where_it_decides_and_every_view_agrees(tmp_path, 
     assert spent <= 30 + 10  # the budget, and the one step that may start just under it
 
     answer = analyze_run(store, run_id)
-    cells = cell_answers(answer)
+    cells = answer.cells
     assert [c.decision.shape for c in cells] == ["in64-out32", "in256-out32"]
     md = answer_markdown(answer)
     out = CliRunner().invoke(app, ["summary", run_id, "--results-dir", str(store.root)]).output

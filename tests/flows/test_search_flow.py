@@ -70,7 +70,7 @@ def test_an_adaptive_search_launches_what_can_win_and_keeps_predictions_apart(tm
         assert variant not in json.loads(rows["fit_on"].iloc[0])
 
     answer = analyze_run(store, run_id)
-    assert set(answer.throughput.columns) <= set(order)  # the answer: measurements only
+    assert set(answer.first.throughput.columns) <= set(order)  # the answer: measurements only
     assert answer.search_stop == run["search_stop"]
 
     # a resumed search reads the same store and makes the same choices: nothing new runs

@@ -90,9 +90,9 @@ def test_a_level_measured_until_sure_records_its_effort_and_says_when_it_fell_sh
     assert list(levels["target_ci"]) == [1e-6, 1e-6]
     assert list(levels["target_ci_met"]) == [False, False]
     answer = analyze_run(ResultsStore(config.results_dir), run_id)
-    line = target_ci_line(answer.levels)
+    line = target_ci_line(answer.first.levels)
     assert line.startswith("Target interval ±0.0% (load.target_ci) missed at 2 of 2 levels")
-    best = answer.best.set_index("concurrency")
+    best = answer.first.best.set_index("concurrency")
     assert best.at[2, "best_lo"] < best.at[2, "best_throughput"] < best.at[2, "best_hi"]
 
 

@@ -55,8 +55,8 @@ def test_two_algorithms_chosen_deploy_each_levels_own_choice_not_the_tiers():
     # NGRAM clearly best at c=1, 2; EAGLE3 2 steps at c=4, 8; no speculation at c=16
     chains = {2: [1.3, 1.25, 1.2, 1.1, 0.9], 4: [1.2, 1.1, 1.1, 0.9, 0.8]}
     answer = analyze(_rows([1.6, 1.4, 1.0, 0.8, 0.7], chains), RUN)
-    assert answer.export is not None  # the chains alone still export (policy export)
-    d = answer.decision
+    assert answer.first.export is not None  # the chains alone still export (policy export)
+    d = answer.first.decision
     assert d.choice_at() == {
         1: "ngram-w10-d8", 2: "ngram-w10-d8", 4: "eagle3-s2-k1-d3", 8: "eagle3-s2-k1-d3",
         16: "baseline",
@@ -77,12 +77,12 @@ def test_two_algorithms_chosen_deploy_each_levels_own_choice_not_the_tiers():
     assert "tiers of the EAGLE3 chains are not deployed" in notes
     assert "ngram-w10-d8 (chosen at c=1, 2)" in notes
     # the single-server rule is still said: one variant up to one level
-    assert answer.policy.variant in ("ngram-w10-d8", "eagle3-s2-k1-d3")
-    assert answer.policy.rule() in notes
+    assert answer.first.policy.variant in ("ngram-w10-d8", "eagle3-s2-k1-d3")
+    assert answer.first.policy.rule() in notes
     text = "\n".join(decision_markdown(answer))
     assert "Launch command of ngram-w10-d8" in text and "Launch command of eagle3-s2-k1-d3" in text
     assert "| 1 | ngram-w10-d8 |" in text and "| 4 | eagle3-s2-k1-d3 |" in text
-    policy = policy_table(answer)
+    policy = policy_table(answer.first)
     assert policy is not None and policy.rows[0][0].startswith("with one server: ")
     assert "the decision deploys by level: ngram-w10-d8 up to c=2" in (policy.note or "")
 
@@ -91,7 +91,7 @@ def test_chains_chosen_everywhere_still_deploy_the_tiers():
     # NGRAM measured but never chosen: the tiers run every level's choice
     chains = {2: [1.3, 1.25, 1.2, 1.1, 0.9], 4: [1.5, 1.3, 1.1, 0.9, 0.8]}
     answer = analyze(_rows([1.1, 1.0, 0.9, 0.8, 0.7], chains), RUN)
-    d = answer.decision
+    d = answer.first.decision
     assert d.deploy.kind == "tiers"
     assert d.headline()[0].startswith("Deploy SGLang adaptive tiers")
 
@@ -99,7 +99,7 @@ def test_chains_chosen_everywhere_still_deploy_the_tiers():
 def test_one_other_algorithm_chosen_is_the_static_rule_and_says_why_not_tiers():
     # NGRAM best up to c=4, the chains never chosen: "X up to c=N" with the tiers refused
     answer = analyze(_rows([1.6, 1.4, 1.2, 0.9, 0.8], {2: [1.3, 1.2, 1.1, 0.9, 0.8]}), RUN)
-    d = answer.decision
+    d = answer.first.decision
     assert d.deploy.kind == "static"
     assert d.deploy.rule == "ngram-w10-d8 up to c=4, then no speculation"
     assert any("cannot run ngram-w10-d8 (chosen at c=1, 2, 4)" in n for n in d.deploy.notes)
@@ -109,8 +109,8 @@ def test_three_algorithms_without_chains_deploy_by_level():
     # no EAGLE chain at all (no tiers to export): DFLASH at c=1, 2, NGRAM at c=4, 8
     rows = _rows([1.2, 1.2, 1.3, 1.1, 0.9], {}, dflash=[1.6, 1.4, 1.1, 0.9, 0.8])
     answer = analyze(rows, RUN)
-    assert answer.export is None
-    d = answer.decision
+    assert answer.first.export is None
+    d = answer.first.decision
     assert d.deploy.rule == (
         "by level: dflash-b8 up to c=2, then ngram-w10-d8 up to c=8, then no speculation"
     )

@@ -100,20 +100,21 @@ def test_a_slow_hosts_variant_is_compared_with_its_own_baseline(tmp_path):
     # Without a plan (fleet.baseline once) SPEC on the slow host is divided by the fast
     # host's baseline: every speedup is 20% low and the pivot moves.
     once = analyze_run(store, "r")
-    assert once.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(1.45 * SLOW)
+    assert once.first.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(1.45 * SLOW)
     _plans(store, "r", HostRole(OWN, "gpu-b"))
     answer = analyze_run(store, "r")
-    best = answer.best.set_index("concurrency")
+    best = answer.first.best.set_index("concurrency")
     for c in LEVELS:
         expected = max(ratio(c), 1.0)
         assert best.loc[c, "speedup"] == pytest.approx(expected), c
-    assert answer.pivots[SPEC].concurrency == pytest.approx(2**4.5, rel=0.02)
-    assert answer.gpu_kind == H200 and answer.gpu_kind_warning is None
+    assert answer.first.pivots[SPEC].concurrency == pytest.approx(2**4.5, rel=0.02)
+    assert answer.first.gpu_kind == H200 and answer.first.gpu_kind_warning is None
     # the rescaled level carries both of its host's sides, so it is wider than either
-    row = answer.levels[(answer.levels["variant"] == SPEC) & (answer.levels["concurrency"] == 4)]
+    levels = answer.first.levels
+    row = levels[(levels["variant"] == SPEC) & (levels["concurrency"] == 4)]
     lo, hi = row[["output_throughput_lo", "output_throughput_hi"]].iloc[0]
     assert (hi - lo) / 2 / row["output_throughput"].iloc[0] > 0.0125
-    assert set(answer.levels["baseline_target"]) == {"gpu-a", "gpu-b"}
+    assert set(answer.first.levels["baseline_target"]) == {"gpu-a", "gpu-b"}
 
 
 def test_a_calibrated_host_that_passed_uses_the_references_baseline(tmp_path):
@@ -125,17 +126,19 @@ def test_a_calibrated_host_that_passed_uses_the_references_baseline(tmp_path):
                    {"gpu_name": "NVIDIA H200", "gpu_count": 1}, passed=True)  # fmt: skip
     store.write_host_plan(row)
     answer = analyze_run(store, "r")
-    assert answer.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(1.45 * SLOW)
-    assert set(answer.levels["baseline_target"]) == {"gpu-a"}
+    assert answer.first.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(
+        1.45 * SLOW
+    )
+    assert set(answer.first.levels["baseline_target"]) == {"gpu-a"}
 
 
 def test_gpu_kinds_are_answered_apart(tmp_path):
     store = _store(tmp_path, _fleet_rows("r"))
     _plans(store, "r", HostRole(REFERENCE, "gpu-b"), kind_b="NVIDIA A100")
     answer = analyze_run(store, "r")
-    assert list(answer.by_gpu_kind) == [H200, A100]
-    assert set(answer.levels["variant"]) == {"baseline"}  # H200: no variant measured there
-    other = answer.by_gpu_kind[A100]
+    assert answer.gpu_kinds == [H200, A100]
+    assert set(answer.first.levels["variant"]) == {"baseline"}  # H200: no variant measured there
+    other = answer.cell(gpu_kind=A100)
     assert set(other.levels["target"]) == {"gpu-b"}
     assert other.best.set_index("concurrency").loc[1, "speedup"] == pytest.approx(1.45)
 

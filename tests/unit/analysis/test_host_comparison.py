@@ -61,16 +61,18 @@ def test_the_answer_ignores_the_partial_host_rows():
     levels = frame(died_midway())
     single = frame(sweep_rows(RUN))  # the same curves measured on one host
     answer, expected = analyze(levels, RUN), analyze(single, RUN)
-    assert answer.throughput.to_numpy() == pytest.approx(expected.throughput.to_numpy())
-    assert answer.best["best_variant"].tolist() == expected.best["best_variant"].tolist()
-    assert answer.pivots[SPEC].concurrency == pytest.approx(2**4.5)
-    assert answer.policy.rule() == expected.policy.rule()
-    assert answer.latency["ttft_ms_p99"].max() == 20.0  # not gpu-a's 999
-    assert answer.failed_levels.empty  # the dead host's level is in the Hosts section instead
-    assert len(answer.stored) == len(levels) and len(answer.levels) == 2 * len(LEVELS)
+    assert answer.first.throughput.to_numpy() == pytest.approx(expected.first.throughput.to_numpy())
+    assert (
+        answer.first.best["best_variant"].tolist() == expected.first.best["best_variant"].tolist()
+    )
+    assert answer.first.pivots[SPEC].concurrency == pytest.approx(2**4.5)
+    assert answer.first.policy.rule() == expected.first.policy.rule()
+    assert answer.first.latency["ttft_ms_p99"].max() == 20.0  # not gpu-a's 999
+    assert answer.first.failed_levels.empty  # the dead host's level is in the Hosts section instead
+    assert len(answer.stored) == len(levels) and len(answer.first.levels) == 2 * len(LEVELS)
     # The per-level helpers select too, so a notebook on the raw rows gets the same numbers.
-    assert metric_table(levels, "output_throughput").equals(answer.throughput)
-    assert best_per_level(levels)["speedup"].tolist() == expected.best["speedup"].tolist()
+    assert metric_table(levels, "output_throughput").equals(answer.first.throughput)
+    assert best_per_level(levels)["speedup"].tolist() == expected.first.best["speedup"].tolist()
 
 
 def test_ties_in_ok_levels_go_to_the_latest_measurement():
@@ -86,7 +88,7 @@ def test_a_single_target_run_is_left_as_it_is():
     assert answer_rows(levels) is levels
     assert compare_hosts(levels) is None
     assert gpu_kind_warning(levels) is None
-    assert analyze(levels, RUN).hosts is None
+    assert analyze(levels, RUN).first.hosts is None
 
 
 def test_regression_skips_the_rows_of_a_host_that_died():
@@ -204,7 +206,7 @@ def test_gpu_kind_warning_only_when_the_answer_spans_gpu_kinds():
     assert "2x NVIDIA H200" in gpu_kind_warning(frame(split_kinds(gpu_count=2)))
     # Other machines and cards of the same kind: no warning.
     assert gpu_kind_warning(frame(split_kinds(gpu_uuids="GPU-x"))) is None
-    assert analyze(frame(split_kinds()), RUN).gpu_kind_warning is None
+    assert analyze(frame(split_kinds()), RUN).first.gpu_kind_warning is None
 
 
 def test_a_left_out_host_of_another_kind_does_not_warn():
@@ -231,10 +233,12 @@ def test_the_cli_summary_and_the_report_give_one_answer_on_a_fleet_run():
 
     levels = frame(died_midway())
     summary, answer = summarize(levels), analyze(levels, RUN)
-    assert summary.throughput.equals(answer.throughput)
-    assert list(summary.throughput.columns) == list(answer.throughput.columns)
-    best = answer.best[["concurrency", "best_variant", "speedup"]]
+    assert summary.throughput.equals(answer.first.throughput)
+    assert list(summary.throughput.columns) == list(answer.first.throughput.columns)
+    best = answer.first.best[["concurrency", "best_variant", "speedup"]]
     assert summary.best[["concurrency", "best_variant", "speedup"]].equals(best)
     assert summary.failed_levels.empty  # gpu-a's dead level is not this answer's
     markdown = summary_markdown(RUN, summary, {})
-    assert "Failed levels" not in markdown and f"{answer.throughput.iat[0, 1]:,.1f}" in markdown
+    assert (
+        "Failed levels" not in markdown and f"{answer.first.throughput.iat[0, 1]:,.1f}" in markdown
+    )

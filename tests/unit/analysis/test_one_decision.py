@@ -5,12 +5,13 @@ every level, and the headline says what to deploy in at most three lines of 100 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 from typer.testing import CliRunner
 
-from specsweep.analysis.answer import analyze, cell_answers
+from specsweep.analysis.answer import CellAnswer, RunAnswer, analyze
 from specsweep.analysis.decision import HEADLINE_COLUMNS
 from specsweep.analysis.tie_rule import Option, judge_level
 from specsweep.cli import app
@@ -69,7 +70,7 @@ def test_the_tie_rule_is_per_level_and_names_ties_and_open_levels():
 
 
 def test_every_view_names_the_same_config_at_every_level(answer, tmp_path):
-    cells = cell_answers(answer)
+    cells = answer.cells
     assert [c.decision.shape for c in cells] == list(SHAPES)
     for one in cells:
         d = one.decision
@@ -106,7 +107,7 @@ def test_every_view_names_the_same_config_at_every_level(answer, tmp_path):
 
 
 def test_the_headline_fits_three_lines_of_100_columns_and_the_cli_shows_it(answer, tmp_path):
-    for one in cell_answers(answer):
+    for one in answer.cells:
         lines = one.decision.headline()
         assert len(lines) == 3
         assert all(len(line) <= HEADLINE_COLUMNS for line in lines)
@@ -119,7 +120,7 @@ def test_the_headline_fits_three_lines_of_100_columns_and_the_cli_shows_it(answe
     result = CliRunner().invoke(app, ["summary", RUN, "--results-dir", str(store.root)])
     assert result.exit_code == 0, result.output
     out = result.output.splitlines()
-    assert out[:3] == cell_answers(answer)[0].decision.headline()
+    assert out[:3] == answer.cells[0].decision.headline()
     assert max(len(line) for line in out) <= 100  # the deploy command too, at its arguments
     assert "inconclusive" not in result.output
 
@@ -146,9 +147,9 @@ def test_two_gpu_kinds_are_two_cells_and_every_view_agrees_on_each(tmp_path):
         role = HostRole(REFERENCE, target)
         store.write_host_plan(plan_row(RUN, target, "per_gpu_kind", role, order, facts))
     answer = analyze_run(store, RUN)
-    cells = cell_answers(answer)
+    cells = answer.cells
     assert [c.decision.gpu_kind for c in cells] == ["1x NVIDIA H200", "1x NVIDIA A100"]
-    assert answer.decisions is not None and len(answer.decisions.cells) == 2
+    assert len(answer.decisions.cells) == 2
     for one in cells:
         d = one.decision
         assert d.headline()[0].startswith(f"At {d.gpu_kind}: Deploy ")
@@ -161,3 +162,38 @@ def test_two_gpu_kinds_are_two_cells_and_every_view_agrees_on_each(tmp_path):
     md = answer_markdown(answer)
     for one in cells:
         assert one.decision.headline()[0] in md  # the other kind's headline is said too
+
+
+def test_two_gpu_kinds_by_two_shapes_are_four_flat_cells(tmp_path):
+    """The run's answer is flat: one cell per (GPU kind, shape) in the run's order (kinds by
+    their first host, shapes by the config), and no cell holds another answer."""
+    from specsweep.analysis.answer import analyze_run
+    from specsweep.analysis.baselines import REFERENCE, HostRole, plan_row
+
+    store = ResultsStore(tmp_path / "results")
+    kinds = {"gpu-a": "NVIDIA H200", "gpu-b": "NVIDIA A100"}
+    for target in kinds:
+        for row in _rows():
+            store.write_level(row | {"target": target}, by_shape=True)
+    for order, (target, gpu) in enumerate(kinds.items()):
+        facts = {"gpu_name": gpu, "gpu_count": 1}
+        role = HostRole(REFERENCE, target)
+        store.write_host_plan(plan_row(RUN, target, "per_gpu_kind", role, order, facts))
+    answer = analyze_run(store, RUN)
+    h200, a100 = "1x NVIDIA H200", "1x NVIDIA A100"
+    wanted = [(k, s) for k in (h200, a100) for s in SHAPES]
+    assert [(c.gpu_kind, c.shape) for c in answer.cells] == wanted
+    assert answer.gpu_kinds == [h200, a100] and answer.shapes == list(SHAPES)
+    assert answer.first is answer.cells[0] and answer.cells_of(a100) == answer.cells[2:]
+    assert answer.cell(gpu_kind=a100, shape="in16384-out256") is answer.cells[3]
+    assert [(d.gpu_kind, d.shape) for d in answer.decisions.cells] == wanted
+    assert [d.label for d in answer.decisions.cells] == [f"{k}, {s}" for k, s in wanted]
+    for one in answer.cells:
+        assert one.decision is answer.decisions.cell(one.gpu_kind, one.shape)
+        assert set(one.levels["shape"]) == {one.shape}
+        for f in dataclasses.fields(one):
+            value = getattr(one, f.name)
+            assert not isinstance(value, CellAnswer | RunAnswer), f.name
+            if isinstance(value, dict | list | tuple):
+                items = value.values() if isinstance(value, dict) else value
+                assert not any(isinstance(v, CellAnswer | RunAnswer) for v in items), f.name

@@ -184,8 +184,8 @@ def test_slo_that_nothing_meets_names_the_baseline_misses():
 def test_no_baseline_means_no_pivot_and_no_policy():
     rows = [r for r in sweep_rows("r") if r["variant"] != "baseline"]
     answer = analyze(frame(rows), "r")
-    assert answer.pivots == {}
-    assert answer.policy is None
+    assert answer.first.pivots == {}
+    assert answer.first.policy is None
 
 
 def test_an_adaptive_server_is_not_offered_as_the_policys_variant():

@@ -41,7 +41,7 @@ def test_report_files_embed_plots_and_carry_the_policy(store, tmp_path):
     assert len(images) == 4
     assert all(base64.b64decode(i).startswith(PNG_MAGIC) for i in images)
     assert 'src="http' not in html and "<link" not in html  # nothing outside the file
-    assert html_escape(answer.policy.rule()) in html
+    assert html_escape(answer.first.policy.rule()) in html
     assert "NVIDIA H200" in html and "0.5.10" in html
     assert "python -m sglang.launch_server" in html
     md = files.markdown.read_text()

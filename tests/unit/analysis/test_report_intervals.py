@@ -82,11 +82,11 @@ def store(tmp_path_factory) -> ResultsStore:
 def test_the_analysis_gives_what_the_rendering_tests_expect(answer):
     """The fixture's premises: a near-tie at c=1 and c=2, SPEC's crossing with a range, S3
     inconclusive between 4 and 16 (add c=11)."""
-    best = answer.best.set_index("concurrency")
+    best = answer.first.best.set_index("concurrency")
     assert best.at[1, "best_variant"] == S3 and best.at[1, "tied"] == SPEC
     assert best.at[1, "choice"] == SPEC
     assert bool(best.at[2, "near_tie"]) and not bool(best.at[4, "near_tie"])
-    spec, s3 = answer.pivots[SPEC], answer.pivots[S3]
+    spec, s3 = answer.first.pivots[SPEC], answer.first.pivots[S3]
     assert spec.kind == "crosses" and spec.low == pytest.approx(18.5, abs=0.05)
     assert s3.kind == "inconclusive" and (s3.low, s3.high, s3.suggest) == (4, 16, 11)
 
@@ -150,7 +150,7 @@ def test_report_tables_carry_the_evidence(answer, tmp_path):
 
 
 def test_latency_cells_show_their_bootstrap_interval(answer):
-    table = latency_tables(answer)
+    table = latency_tables(answer.first)
     baseline_c1 = next(r for r in table.rows if r[:2] == ["baseline", "1"])
     assert baseline_c1[3] == "20.00 ±12.5%"  # TTFT p99 18..23 ms
     assert baseline_c1[2] == "10.00"  # no interval: the value alone
@@ -214,17 +214,17 @@ def _vspans(ax, hatched: bool) -> list[Rectangle]:
 
 
 def test_plots_draw_bands_a_pivot_range_and_a_hatched_inconclusive_bracket(answer):
-    ax = throughput_figure(answer).axes[0]
+    ax = throughput_figure(answer.first).axes[0]
     assert len(_bands(ax)) == 3  # one 95% band per variant
     (span,) = _vspans(ax, hatched=False)  # SPEC's crossing: 18.5 to 27.5
-    assert span.get_x() == pytest.approx(answer.pivots[SPEC].low)
-    assert span.get_x() + span.get_width() == pytest.approx(answer.pivots[SPEC].high)
+    assert span.get_x() == pytest.approx(answer.first.pivots[SPEC].low)
+    assert span.get_x() + span.get_width() == pytest.approx(answer.first.pivots[SPEC].high)
     (bracket,) = _vspans(ax, hatched=True)  # S3: between c=4 and c=16
     assert (bracket.get_x(), bracket.get_x() + bracket.get_width()) == (4, 16)
     assert any(t.get_text() == "crosses here: add c=11" for t in ax.texts)
     labels = ax.get_legend_handles_labels()[1] + [t.get_text() for t in ax.get_legend().get_texts()]
     assert "95% interval" in labels and "pivot between levels (within noise)" in labels
-    ax = speedup_figure(answer).axes[0]
+    ax = speedup_figure(answer.first).axes[0]
     assert len(_bands(ax)) == 2  # the two speculative variants' ratio intervals
     assert len(_vspans(ax, hatched=False)) == 1 and len(_vspans(ax, hatched=True)) == 1
 
@@ -232,15 +232,15 @@ def test_plots_draw_bands_a_pivot_range_and_a_hatched_inconclusive_bracket(answe
 def test_plots_without_intervals_draw_no_bands_or_spans():
     plain = analyze(frame(sweep_rows("r")), "r")
     for make in (throughput_figure, speedup_figure):
-        ax = make(plain).axes[0]
+        ax = make(plain.first).axes[0]
         assert _bands(ax) == []
         assert _vspans(ax, hatched=False) == [] and _vspans(ax, hatched=True) == []
 
 
 def test_the_store_round_trip_keeps_the_evidence(store):
     answer = analyze_run(store, RUN)
-    assert answer.pivots[S3].kind == "inconclusive"
-    assert answer.best.set_index("concurrency").at[1, "tied"] == SPEC
+    assert answer.first.pivots[S3].kind == "inconclusive"
+    assert answer.first.best.set_index("concurrency").at[1, "tied"] == SPEC
 
 
 def test_an_inconclusive_pivot_over_the_whole_range_is_worded_and_drawn():
@@ -253,10 +253,10 @@ def test_an_inconclusive_pivot_over_the_whole_range_is_worded_and_drawn():
             level_row("r", SPEC, c, b, **_interval(b, 0.02)),
         ]
     answer = analyze(frame(rows), "r")
-    pivot = answer.pivots[SPEC]
+    pivot = answer.first.pivots[SPEC]
     assert (pivot.kind, pivot.low, pivot.high) == ("inconclusive", None, None)
     assert pivot_cell(pivot).startswith("crosses in the measured range")
     assert pivot_line(pivot).startswith("crosses over the whole measured range")
     assert "crosses over the whole measured range" in answer_markdown(answer)
-    (bracket,) = _vspans(throughput_figure(answer).axes[0], hatched=True)
+    (bracket,) = _vspans(throughput_figure(answer.first).axes[0], hatched=True)
     assert bracket.get_x() < LEVELS[0] and bracket.get_x() + bracket.get_width() > LEVELS[-1]

@@ -36,9 +36,9 @@ def _run(order):
 def test_each_shape_is_answered_on_its_own_cells():
     answer = analyze(_rows(), "r1", _run([SHORT, LONG]))
     assert answer.shapes == [SHORT, LONG] and answer.multi_shape
-    assert answer.shape == SHORT  # the top level is the first shape's answer
-    assert set(answer.levels["shape"]) == {SHORT}
-    short, long = answer.by_shape[SHORT], answer.by_shape[LONG]
+    assert answer.first.shape == SHORT  # the first cell is the first shape's
+    assert set(answer.first.levels["shape"]) == {SHORT}
+    short, long = answer.cell(shape=SHORT), answer.cell(shape=LONG)
     assert short.pivots[SPEC].kind == "crosses"
     assert short.pivots[SPEC].concurrency == pytest.approx(2**4.5, rel=0.02)
     assert long.pivots[SPEC].kind == "never"
@@ -60,8 +60,8 @@ def test_the_surface_has_a_row_per_shape_and_level():
 
 def test_a_single_shape_run_is_unchanged_but_named():
     answer = analyze(pd.DataFrame(sweep_rows("r1", shape="in128-out64")), "r1")
-    assert answer.shape == "in128-out64" and answer.shapes == ["in128-out64"]
-    assert not answer.multi_shape and answer.surface.empty and not answer.by_shape
+    assert answer.first.shape == "in128-out64" and answer.shapes == ["in128-out64"]
+    assert not answer.multi_shape and answer.surface.empty and len(answer.cells) == 1
 
 
 def test_shapes_without_a_config_are_ordered_by_length():

@@ -119,7 +119,7 @@ def test_the_report_page_embeds_every_plot_and_links_the_html_only_when_served(a
 
 
 def test_every_caveat_the_cli_says_is_on_the_pages(store, answer, files):
-    note = caveats.simulated_note(answer.levels)
+    note = caveats.simulated_note(answer.first.levels)
     assert note is not None and TIME_SCALE in note
     from specsweep.cli import common
 

@@ -119,7 +119,7 @@ def answer(tmp_path_factory):
 
 
 def test_the_tiers_note_is_sentences_each_with_its_full_stop(answer):
-    note = export_table(answer).note
+    note = export_table(answer.first).note
     sentences = re.split(r"(?<=\.) (?=[A-Za-z])", note)
     assert len(sentences) >= 4, note
     assert all(s.endswith(".") for s in sentences), note

@@ -89,8 +89,8 @@ def section(text: str, start: str, end: str = "\n### ") -> str:
 
 
 def test_each_shape_is_answered_on_its_own(answer):
-    assert answer.shapes == list(PIVOT_AT) and answer.shape == "in512-out256"
-    pivots = {s: a.pivots[SPEC].concurrency for s, a in answer.by_shape.items()}
+    assert answer.shapes == list(PIVOT_AT) and answer.first.shape == "in512-out256"
+    pivots = {a.shape: a.pivots[SPEC].concurrency for a in answer.cells}
     assert pivots == pytest.approx({s: 2**k for s, k in PIVOT_AT.items()}, rel=0.01)
 
 
@@ -151,20 +151,20 @@ def test_surface_cells_mark_near_ties_and_intervals():
 
 
 def test_the_categories_table_per_shape(answer):
-    top = category_table(answer)
+    top = category_table(answer.first)
     assert top is not None and top.title.startswith("Per prompt category at in512-out256")
     assert top.columns == ["variant", "at c", "chat", "code"]
     rows = {r[0]: r for r in top.rows}
     assert rows[SPEC][1] == "1"  # the variant's lowest level
     assert rows[SPEC][2] == "2.10 · 125 tok/s (n=6)" and rows[SPEC][3].startswith("3.20 · 200")
     assert rows["baseline"][2].startswith("— · 100 tok/s")
-    other = category_table(answer.by_shape["in4096-out256"])
+    other = category_table(answer.cell(shape="in4096-out256"))
     assert other is not None and "at in4096-out256" in other.title
 
 
 def test_no_categories_no_table(store):
     one = analyze_run(store, ONE)
-    assert category_table(one) is None
+    assert category_table(one.first) is None
     assert all("category" not in t.title for t in all_tables(one))
 
 
@@ -211,7 +211,7 @@ def test_run_summary_markdown_splits_by_shape(store):
 
 def test_a_single_shape_run_only_says_its_shape_and_workload(store, tmp_path):
     one = analyze_run(store, ONE)
-    assert not one.multi_shape and one.shape == "in512-out256"
+    assert not one.multi_shape and one.first.shape == "in512-out256"
     files = write_report(one, tmp_path / "one")
     html, md = files.html.read_text(), files.markdown.read_text()
     assert len(re.findall(r'src="data:image/png;base64,', html)) == 4
@@ -227,6 +227,6 @@ def test_a_single_shape_run_only_says_its_shape_and_workload(store, tmp_path):
 
 def test_rows_from_before_load_shapes_say_nothing_new():
     old = analyze(frame(sweep_rows("20261101T000000Z-old")), "20261101T000000Z-old")
-    assert old.shape is None and old.shapes == []
+    assert old.first.shape is None and old.shapes == []
     md = answer_markdown(old)
     assert "Load:" not in md and "### Pivot points\n" in md

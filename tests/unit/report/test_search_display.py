@@ -153,23 +153,23 @@ def plain(store):
 
 
 def test_skipped_levels_are_neither_failures_nor_measurements(answer):
-    assert answer.failed_levels.to_dict("records") == [
+    assert answer.first.failed_levels.to_dict("records") == [
         {"variant": SPEC, "concurrency": 32, "error": "server died (exit 137)"}
     ]
-    skipped = answer.skipped_levels
+    skipped = answer.first.skipped_levels
     assert skipped[["variant", "concurrency"]].values.tolist() == [[S4, 16], [S4, 32]]
     assert set(skipped["reason"]) == {SKIP_REASON}  # without the leading "skipped: "
     assert answer.search_stop == STOP
     # The answer is measured only: S4 has no throughput at c=16/32, and is never the best.
-    assert answer.throughput[S4].dropna().index.tolist() == [1, 2, 4, 8]
-    assert set(answer.best["best_variant"]) <= {"baseline", SPEC}
+    assert answer.first.throughput[S4].dropna().index.tolist() == [1, 2, 4, 8]
+    assert set(answer.first.best["best_variant"]) <= {"baseline", SPEC}
     summary = summarize(answer.stored)
     assert summary.failed_levels["variant"].tolist() == [SPEC]
     assert summary.skipped_levels["concurrency"].tolist() == [16, 32]
 
 
 def test_skipped_cells_read_skipped_in_the_throughput_table(answer):
-    table = throughput_table(answer)
+    table = throughput_table(answer.first)
     s4 = table.columns.index(S4)
     spec = table.columns.index(SPEC)
     cells = {int(row[0]): row for row in table.rows}
@@ -180,7 +180,7 @@ def test_skipped_cells_read_skipped_in_the_throughput_table(answer):
 
 
 def test_not_launched_closest_to_the_best_first(answer):
-    table = answer.not_launched()
+    table = answer.first.not_launched()
     assert table["variant"].tolist() == ["eagle3-s3-k2-d8", "eagle3-s5-k1-d6", "eagle3-s6-k1-d7"]
     top = table.iloc[0]
     assert top["best_ratio"] == pytest.approx(0.97)
@@ -188,13 +188,13 @@ def test_not_launched_closest_to_the_best_first(answer):
     assert top["upper_ratio"] == pytest.approx(1.01) and top["upper_at"] == 1
     assert top["reason"] == "predicted at most 0.97x of the best at every level"
     assert (top["num_steps"], top["topk"], top["num_draft_tokens"]) == (3, 2, 8)
-    view = answer.search
+    view = answer.first.search
     assert view.launched_variants() == sorted(["baseline", SPEC, S4])
     assert len(view.grid_variants()) == 6
 
 
 def test_prediction_check_numbers(answer):
-    check = answer.prediction_check().set_index(["variant", "concurrency"])
+    check = answer.first.prediction_check().set_index(["variant", "concurrency"])
     c1 = check.loc[(SPEC, 1)]
     assert c1["measured"] == pytest.approx(spec_tput(1))
     assert c1["predicted"] == pytest.approx(spec_tput(1) * 0.965)
@@ -209,8 +209,8 @@ def test_prediction_check_numbers(answer):
     assert skipped["status"] == "skipped" and skipped["inside"] is None
     assert check.loc[(S4, 8)]["error"] == pytest.approx(0.0)
     # launch order: SPEC's prediction came first
-    assert answer.prediction_check()["variant"].iloc[0] == SPEC
-    measured, inside, median = answer.search.check_summary()
+    assert answer.first.prediction_check()["variant"].iloc[0] == SPEC
+    measured, inside, median = answer.first.search.check_summary()
     assert (measured, inside) == (9, 8)  # SPEC 5 + S4 4 measured; SPEC c=2 missed
     assert median == pytest.approx(0.0)
 
@@ -238,7 +238,7 @@ def test_report_has_a_search_section_with_its_plot(answer, tmp_path):
 
 
 def test_no_search_section_without_a_search(plain, tmp_path):
-    assert not plain.has_search and plain.predictions.empty and plain.search_stop is None
+    assert not plain.first.has_search and plain.predictions.empty and plain.search_stop is None
     files = write_report(plain, tmp_path / "plain")
     md = files.markdown.read_text()
     for text in ("Search", "predicted", "skipped", "not launched"):
@@ -329,8 +329,9 @@ def test_a_search_that_launched_everything_or_stopped_early():
 
 def test_artifact_rows_when_the_search_launched_every_variant(answer):
     """No variant left unlaunched: the rows have no predicted ratio to sort by."""
-    predictions = answer.predictions.assign(launched=True, reason="launched")
-    launched_only = dataclasses.replace(answer, predictions=predictions)
+    predictions = answer.first.predictions.assign(launched=True, reason="launched")
+    first = dataclasses.replace(answer.first, predictions=predictions)
+    launched_only = dataclasses.replace(answer, cells=(first,))
     rows = search_records(launched_only)
     assert rows and all(r["launched"] for r in rows)
     assert all("predicted_best_ratio" not in r for r in rows)

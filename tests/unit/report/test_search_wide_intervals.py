@@ -45,7 +45,7 @@ def store_with(tmp_path, spread: float) -> ResultsStore:
 
 def test_intervals_too_wide_to_rule_anything_out_are_said_so(tmp_path):
     answer = analyze_run(store_with(tmp_path, 0.9), RUN)
-    lines = search_lines(answer.search)
+    lines = search_lines(answer.first.search)
     text = " ".join(lines)
     assert "6 of 6 levels inside the predicted 95% interval" in text
     assert "warning: the model's 95% intervals are ±90% wide (median)" in text
@@ -56,7 +56,7 @@ def test_intervals_too_wide_to_rule_anything_out_are_said_so(tmp_path):
 
 def test_narrow_intervals_get_no_warning(tmp_path):
     answer = analyze_run(store_with(tmp_path, 0.5), RUN)
-    assert "too wide" not in " ".join(search_lines(answer.search))
+    assert "too wide" not in " ".join(search_lines(answer.first.search))
 
 
 def test_the_width_is_the_median_relative_half_width():
