@@ -31,8 +31,9 @@ criteria were written with the analytic one). On 2026-12-03 it moved the true pi
 (llama: NGRAM 13.4 -> 12.0, EAGLE3 s2 30.3 -> 23.9; default: FROZEN_KV_MTP 28.3 -> 22.5)
 while the measured ones (11.2, 27.9, 29.7) lie on both sides of it: a real client's
 turnaround between a request's end and the next one's start, a millisecond or two of wall
-time, is 10-20 ms of simulated time at scale 0.1, and it costs a speculative server's
-ragged ends more than a baseline's waves. Neither truth prices it.
+time, is 10-20 ms of simulated time at scale 0.1: a baseline's streams end together and
+the engine idles while all of them turn around, a speculative server's end raggedly and it
+decodes the others meanwhile. Neither truth prices it.
 
 Criteria (written before the first run):
 
