@@ -424,12 +424,12 @@ def test_a_fleet_with_a_slower_host_answers_as_one_host_does(
     assert final["launched"].all()
 
     # Every speedup is within a host: each variant is divided by its own host's baseline.
-    answer = analyze_run(store, run_id)
+    answer = analyze_run(store, run_id).first  # one GPU kind, one shape
     assert answer.gpu_kind == "1x simulated"
     assert (answer.levels["baseline_target"] == answer.levels["target"]).all()
     # ... and the answer is one host's: the best per level where one host's is clear, and
     # each variant's pivot (the same kind of crossing, overlapping 95% ranges).
-    reference = analyze_run(ResultsStore(single["results_dir"]), "one")
+    reference = analyze_run(ResultsStore(single["results_dir"]), "one").first
     clear = reference.best[~reference.best["near_tie"].astype(bool)]
     assert len(clear) >= 1, reference.best  # this sweep was chosen for its clear answer
     fleet_best = answer.best.set_index("concurrency")["best_variant"]
