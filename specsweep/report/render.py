@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from specsweep.analysis.answer import CellAnswer, RunAnswer
 from specsweep.analysis.levels import baseline_name, cell, interval_tables
 from specsweep.report.baselines import baseline_sentences
@@ -103,10 +105,19 @@ def adaptive_lines(answer: RunAnswer) -> list[str]:
         tiers = one.export.adaptive_spec().describe()
         at = f" at {one.shape}" if one.shape else ""
         pick = f" --shape {one.shape}" if answer.multi_shape else ""
-        lines.append(
+        line = (
             f"Exportable{at} as SGLang adaptive {tiers} (specsweep policy export "
             f"{answer.run_id}{pick}; verify with specsweep policy verify {answer.run_id} -c FILE)."
         )
+        family = one.export.family.algorithm
+        algorithms = one.levels.get("algorithm", pd.Series(dtype=object))
+        outside = sorted(set(one.levels["variant"][algorithms.notna() & (algorithms != family)]))
+        if outside:  # an algorithm sweep: the tiers only step one family's chains
+            line += (
+                f" The tiers choose among the {family} chains only; "
+                f"{', '.join(outside)} cannot be tiers, and the deploy above weighs them too."
+            )
+        lines.append(line)
     if one.export is None and one.has_adaptive and one.export_refused:
         lines.append(paragraph(f"No adaptive export: {one.export_refused}"))
     return lines

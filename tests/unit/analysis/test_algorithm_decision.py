@@ -13,6 +13,7 @@ from specsweep.analysis.answer import analyze
 from specsweep.analysis.decision import by_level_rule
 from specsweep.analysis.shapes import category_table, verify_caps
 from specsweep.report.decision_view import decision_markdown
+from specsweep.report.render import adaptive_lines
 from specsweep.report.tables import policy_table
 from tests.synthetic_levels import baseline_tput, chain_row, frame, level_row
 
@@ -78,6 +79,11 @@ def test_two_algorithms_chosen_deploy_each_levels_own_choice_not_the_tiers():
     assert "ngram-w10-d8 (chosen at c=1, 2)" in notes
     # the single-server rule is still said: one variant up to one level
     assert answer.first.policy.variant in ("ngram-w10-d8", "eagle3-s2-k1-d3")
+    # the export's line says what its tiers leave out
+    (exportable,) = [ln for ln in adaptive_lines(answer) if ln.startswith("Exportable")]
+    assert "The tiers choose among the EAGLE3 chains only; ngram-w10-d8 cannot be tiers" in (
+        exportable
+    )
     assert answer.first.policy.rule() in notes
     text = "\n".join(decision_markdown(answer))
     assert "Launch command of ngram-w10-d8" in text and "Launch command of eagle3-s2-k1-d3" in text
