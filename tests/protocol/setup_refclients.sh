@@ -39,7 +39,8 @@ rm -rf "$ENV"
 mkdir -p "$DIR"
 if [[ -n "$UV" ]]; then
     "$PYTHON" -m venv --without-pip "$ENV"
-    "$UV" pip install --quiet --python "$ENV/bin/python" --no-deps --only-binary :all: -r "$REQ"
+    "$UV" pip install --quiet --python "$ENV/bin/python" --no-deps --only-binary :all: \
+        --compile-bytecode -r "$REQ"
 else
     "$PYTHON" -m venv "$ENV"
     # (this machine's pip.conf names local indexes that may be absent: drop that noise)
