@@ -72,7 +72,12 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectS
     worker = None
     with prefect_server(root) as server:
         try:
-            config_data = sim_config_data(project, free_port(), load={"concurrency": [1, 2]})
+            config_data = sim_config_data(
+                project,
+                free_port(),
+                load={"concurrency": [1, 2]},
+                algorithm_sweep={"ngram": {}},  # the algorithm sweep's form runs as it is
+            )
             config_data["target"] = {"kind": "local", "name": TARGET, "workdir": "work"}
             # its own simulated GPUs: GPU checks go through the simulator's nvidia-smi
             config_data["server"]["env"]["SPECSWEEP_SIM_GPU_STATE"] = "work/sim-gpus"

@@ -63,13 +63,6 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     d.find_element(By.XPATH, "//*[normalize-space()='Custom run']").click()
     check_form_layout(d)
 
-    def field(label: str) -> str:
-        """The form field under a parameter's label."""
-        return (
-            f"//span[normalize-space()='{label}']"
-            "/ancestor::div[contains(concat(' ', @class, ' '), ' p-label ')][1]"
-        )
-
     # Change two parameters in the form: the config's name and the run_id. The run's label
     # sits in the form's last group (More); the target's own label comes before it.
     name = d.find_element(By.XPATH, f"({field('Name (Optional)')})[last()]//textarea")
@@ -79,30 +72,7 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     d.find_element(By.XPATH, run_id + "//button[normalize-space()='str']").click()
     # The field re-renders as a text box once its type is str: find it afresh.
     d.find_element(By.XPATH, f"{run_id}//textarea | {run_id}//input").send_keys("ui-run")
-    d.find_element(By.XPATH, "//button[@type='submit' and normalize-space()='Submit']").click()
-
-    # The UI creates the run (and says so in a toast that is gone in seconds); find it by the
-    # run_id typed into the form, then look at it the way a user does.
-    # Under load (the other xdist worker busy) the UI's submit call can fail with its generic
-    # "Oops. Something went wrong." toast: seen twice in full-suite runs, never alone. A user
-    # closes the toast and clicks Submit again; so does the test, at most twice. A form the
-    # API refuses fails every time.
-    submit = "//button[@type='submit' and normalize-space()='Submit']"
-    deadline, resubmits = time.monotonic() + 90, 0
-    while not (created := [r for r in prefect_stack.flow_runs("step-sweep/step-sweep")
-                           if r["parameters"].get("run_id") == "ui-run"]):  # fmt: skip
-        d.implicitly_wait(0)  # look, do not wait for the toast
-        oops = d.find_elements(By.XPATH, "//*[normalize-space()='Oops. Something went wrong.']")
-        d.implicitly_wait(20)
-        if oops and resubmits < 2:
-            resubmits += 1
-            d.execute_script("document.querySelectorAll('.p-toast').forEach(t => t.remove())")
-            d.execute_script("arguments[0].click()", d.find_element(By.XPATH, submit))
-        if time.monotonic() > deadline:
-            d.save_screenshot(str(tmp_path / "ui-submit-failed.png"))
-            raise AssertionError(f"no run created: {d.find_element(By.TAG_NAME, 'body').text}")
-        time.sleep(0.5)
-    flow_run_id = created[0]["id"]
+    flow_run_id = submit_form(d, prefect_stack, "step-sweep/step-sweep", "ui-run", tmp_path)
     at_creation = named_before_start(prefect_stack, flow_run_id)
     d.get(f"{prefect_stack.ui}/runs/flow-run/{flow_run_id}")
     run = prefect_stack.wait_state(flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 150)
@@ -129,6 +99,89 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     check_answer_artifacts(d, prefect_stack, flow_run_id)
     check_labels_and_deployments(d, prefect_stack, flow_run_id, at_creation)
     check_form_at_defaults(d, prefect_stack)
+
+
+def field(label: str) -> str:
+    """The form field under a parameter's label (an XPath)."""
+    return (
+        f"//span[normalize-space()='{label}']"
+        "/ancestor::div[contains(concat(' ', @class, ' '), ' p-label ')][1]"
+    )
+
+
+def submit_form(driver: Any, stack: PrefectStack, deployment: str, run_id: str, tmp: Path) -> str:
+    """Click the open form's Submit and return the id of the flow run it created.
+
+    The UI creates the run (and says so in a toast that is gone in seconds); find it by
+    the run_id typed into the form. Under load (the other xdist worker busy) the UI's
+    submit call can fail with its generic "Oops. Something went wrong." toast: seen twice
+    in full-suite runs, never alone. A user closes the toast and clicks Submit again; so
+    does the test, at most twice. A form the API refuses fails every time."""
+    from selenium.webdriver.common.by import By
+
+    submit = "//button[@type='submit' and normalize-space()='Submit']"
+    driver.find_element(By.XPATH, submit).click()
+    deadline, resubmits = time.monotonic() + 90, 0
+    while not (created := [r for r in stack.flow_runs(deployment)
+                           if r["parameters"].get("run_id") == run_id]):  # fmt: skip
+        driver.implicitly_wait(0)  # look, do not wait for the toast
+        oops = driver.find_elements(
+            By.XPATH, "//*[normalize-space()='Oops. Something went wrong.']"
+        )
+        driver.implicitly_wait(20)
+        if oops and resubmits < 2:
+            resubmits += 1
+            driver.execute_script("document.querySelectorAll('.p-toast').forEach(t => t.remove())")
+            driver.execute_script("arguments[0].click()", driver.find_element(By.XPATH, submit))
+        if time.monotonic() > deadline:
+            driver.save_screenshot(str(tmp / f"{run_id}-submit-failed.png"))
+            raise AssertionError(f"no run created: {driver.find_element(By.TAG_NAME, 'body').text}")
+        time.sleep(0.5)
+    return created[0]["id"]
+
+
+def test_an_algorithm_sweep_from_its_ui_form_completes(
+    prefect_stack: PrefectStack, browser, tmp_path
+):
+    """Issue 31: the algorithm sweep's own deployment and form. Its form holds the sections
+    the algorithm sweep reads (no step_sweep); submitted with the deployment's config
+    (NGRAM enabled), the run measures the baseline and NGRAM and answers which to run."""
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(f"{prefect_stack.ui}/deployments")
+    d.find_element(
+        By.XPATH, "//a[normalize-space()='algorithm-sweep' and contains(@href, '/deployment/')]"
+    ).click()
+    d.find_element(By.XPATH, "//button[normalize-space()='Run']").click()
+    d.find_element(By.XPATH, "//*[normalize-space()='Custom run']").click()
+    state = form_state(d)
+    keep_form(d, state, "ui-algorithm-form")
+    fields = [f for f in state["fields"] if f["label"]]
+    assert [f["label"] for f in fields if f["depth"] == 0] == ["run_id", "config", "force"]
+    config = next(f for f in fields if f["label"] == "config")
+    assert config["children"] == ALGORITHM_SWEEP_CONFIG, config["children"]
+    sweep = next(f for f in fields if f["label"] == "Algorithm Sweep" and f["depth"] == 1)
+    assert "Ngram" in sweep["children"], sweep["children"]
+    d.set_window_size(1400, 1100)
+
+    run_id = field("run_id (Optional)")
+    d.find_element(By.XPATH, run_id + "//button[normalize-space()='str']").click()
+    d.find_element(By.XPATH, f"{run_id}//textarea | {run_id}//input").send_keys("ui-algorithms")
+    flow_run_id = submit_form(
+        d, prefect_stack, "algorithm-sweep/algorithm-sweep", "ui-algorithms", tmp_path
+    )
+    run = prefect_stack.wait_state(flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 150)
+    assert run["state_type"] == "COMPLETED", run["state"]
+    assert run["name"].startswith(f"algorithm-sweep/{TARGET}/"), run["name"]
+    levels = pd.read_parquet(prefect_stack.project / "results" / "levels" / "ui-algorithms")
+    assert set(levels["status"]) == {"ok"}, levels[["variant", "concurrency", "status"]]
+    variants = sorted(set(levels["variant"]))
+    assert len(levels) == 4 and variants[0] == "baseline" and variants[1].startswith("ngram-")
+    answer = [a for a in prefect_stack.post(
+        "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}}
+    ) if a["key"] == "specsweep-answer"]  # fmt: skip
+    assert answer and "ngram" in str(answer[0]["data"]).lower(), answer
 
 
 # ---- the run form: what the step sweep reads, run_id first, the target typed (issue 28) --
@@ -163,6 +216,7 @@ const fields = Array.from(form.querySelectorAll('.schema-form-property')).map(e 
 return {height: form.scrollHeight, inner: window.innerHeight, fields: fields};
 """
 STEP_SWEEP_CONFIG = ["Target", "Server", "Load", "Step Sweep", "More"]
+ALGORITHM_SWEEP_CONFIG = ["Target", "Server", "Load", "Algorithm Sweep", "More"]
 TARGET_FIELDS = ["Kind", "Host", "More"]
 
 
