@@ -114,9 +114,11 @@ def submit_form(driver: Any, stack: PrefectStack, deployment: str, run_id: str, 
 
     The UI creates the run (and says so in a toast that is gone in seconds); find it by
     the run_id typed into the form. Under load (the other xdist worker busy) the UI's
-    submit call can fail with its generic "Oops. Something went wrong." toast: seen twice
-    in full-suite runs, never alone. A user closes the toast and clicks Submit again; so
-    does the test, at most twice. A form the API refuses fails every time."""
+    submit call can fail with its generic "Oops. Something went wrong." toast: the stack's
+    Prefect server runs on SQLite, which answers the form's INSERT INTO flow_run with
+    "database is locked" when another write (the target limit's slots) overlaps it (its
+    server.log; docs/prefect-postgres.md). A user closes the toast and clicks Submit
+    again; so does the test, at most twice. A form the API refuses fails every time."""
     from selenium.webdriver.common.by import By
 
     submit = "//button[@type='submit' and normalize-space()='Submit']"
