@@ -55,12 +55,7 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     from selenium.webdriver.common.by import By
 
     d = browser
-    d.get(f"{prefect_stack.ui}/deployments")
-    d.find_element(
-        By.XPATH, "//a[normalize-space()='step-sweep' and contains(@href, '/deployment/')]"
-    ).click()
-    d.find_element(By.XPATH, "//button[normalize-space()='Run']").click()
-    d.find_element(By.XPATH, "//*[normalize-space()='Custom run']").click()
+    open_custom_run(d, prefect_stack, "step-sweep")
     check_form_layout(d)
 
     # Change two parameters in the form: the config's name and the run_id. The run's label
@@ -68,10 +63,7 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     name = d.find_element(By.XPATH, f"({field('Name (Optional)')})[last()]//textarea")
     name.clear()
     name.send_keys("ui-form-sweep")
-    run_id = field("run_id (Optional)")
-    d.find_element(By.XPATH, run_id + "//button[normalize-space()='str']").click()
-    # The field re-renders as a text box once its type is str: find it afresh.
-    d.find_element(By.XPATH, f"{run_id}//textarea | {run_id}//input").send_keys("ui-run")
+    type_run_id(d, "ui-run")
     flow_run_id = submit_form(d, prefect_stack, "step-sweep/step-sweep", "ui-run", tmp_path)
     at_creation = named_before_start(prefect_stack, flow_run_id)
     d.get(f"{prefect_stack.ui}/runs/flow-run/{flow_run_id}")
@@ -99,6 +91,35 @@ def test_a_custom_run_from_the_ui_form_completes(prefect_stack: PrefectStack, br
     check_answer_artifacts(d, prefect_stack, flow_run_id)
     check_labels_and_deployments(d, prefect_stack, flow_run_id, at_creation)
     check_form_at_defaults(d, prefect_stack)
+
+
+def open_custom_run(driver: Any, stack: PrefectStack, deployment: str) -> None:
+    """From the UI's deployments page, the named deployment's Custom run form."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{stack.ui}/deployments")
+    driver.find_element(
+        By.XPATH, f"//a[normalize-space()='{deployment}' and contains(@href, '/deployment/')]"
+    ).click()
+    click_custom_run(driver)
+
+
+def click_custom_run(driver: Any) -> None:
+    """On a deployment's page: Run, then Custom run."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, "//button[normalize-space()='Run']").click()
+    driver.find_element(By.XPATH, "//*[normalize-space()='Custom run']").click()
+
+
+def type_run_id(driver: Any, run_id: str) -> None:
+    """Set the form's run_id: switch its type to str, then type into the box it becomes."""
+    from selenium.webdriver.common.by import By
+
+    xpath = field("run_id (Optional)")
+    driver.find_element(By.XPATH, xpath + "//button[normalize-space()='str']").click()
+    # The field re-renders as a text box once its type is str: find it afresh.
+    driver.find_element(By.XPATH, f"{xpath}//textarea | {xpath}//input").send_keys(run_id)
 
 
 def field(label: str) -> str:
@@ -148,15 +169,9 @@ def test_an_algorithm_sweep_from_its_ui_form_completes(
     """Issue 31: the algorithm sweep's own deployment and form. Its form holds the sections
     the algorithm sweep reads (no step_sweep); submitted with the deployment's config
     (NGRAM enabled), the run measures the baseline and NGRAM and answers which to run."""
-    from selenium.webdriver.common.by import By
 
     d = browser
-    d.get(f"{prefect_stack.ui}/deployments")
-    d.find_element(
-        By.XPATH, "//a[normalize-space()='algorithm-sweep' and contains(@href, '/deployment/')]"
-    ).click()
-    d.find_element(By.XPATH, "//button[normalize-space()='Run']").click()
-    d.find_element(By.XPATH, "//*[normalize-space()='Custom run']").click()
+    open_custom_run(d, prefect_stack, "algorithm-sweep")
     state = form_state(d)
     keep_form(d, state, "ui-algorithm-form")
     fields = [f for f in state["fields"] if f["label"]]
@@ -167,9 +182,7 @@ def test_an_algorithm_sweep_from_its_ui_form_completes(
     assert "Ngram" in sweep["children"], sweep["children"]
     d.set_window_size(1400, 1100)
 
-    run_id = field("run_id (Optional)")
-    d.find_element(By.XPATH, run_id + "//button[normalize-space()='str']").click()
-    d.find_element(By.XPATH, f"{run_id}//textarea | {run_id}//input").send_keys("ui-algorithms")
+    type_run_id(d, "ui-algorithms")
     flow_run_id = submit_form(
         d, prefect_stack, "algorithm-sweep/algorithm-sweep", "ui-algorithms", tmp_path
     )
@@ -267,7 +280,6 @@ def check_form_at_defaults(driver: Any, stack: PrefectStack) -> None:
     """The step sweep's form as a user meets it: a deployment whose config is a minimal
     step sweep (model, draft, steps; the rest at its defaults) fits about 3 screens, each
     section its main fields and one folded row of the others."""
-    from selenium.webdriver.common.by import By
 
     from specsweep.config import SweepConfig
     from specsweep.config.forms import StepSweepForm
@@ -282,8 +294,7 @@ def check_form_at_defaults(driver: Any, stack: PrefectStack) -> None:
         "config": StepSweepForm.values_of(minimal)}}  # fmt: skip
     created = stack.post("/deployments/", body)
     driver.get(f"{stack.ui}/deployments/deployment/{created['id']}")
-    driver.find_element(By.XPATH, "//button[normalize-space()='Run']").click()
-    driver.find_element(By.XPATH, "//*[normalize-space()='Custom run']").click()
+    click_custom_run(driver)
     state = form_state(driver)
     keep_form(driver, state, "ui-form-at-defaults")
     config = next(f for f in state["fields"] if f["label"] == "config")
