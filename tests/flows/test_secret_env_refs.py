@@ -30,6 +30,10 @@ def test_a_secret_reference_reaches_only_the_server(tmp_path, port):
     server.kill_stale()
     handle = server.launch()
     try:
+        # Popen returns when exec closes its close-on-exec pipe, before the kernel has set up
+        # the new image's environment block: /proc/PID/environ can read empty until then.
+        # A server that answers has long finished exec.
+        server.wait_for_health()
         assert psutil.Process(handle.pid).environ()["HF_TOKEN"] == value
     finally:
         server.teardown()

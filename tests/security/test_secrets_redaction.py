@@ -17,7 +17,7 @@ from specsweep.config.plan import BASELINE
 from specsweep.errors import ConfigError
 from specsweep.results.runs import redacted_config_json
 from tests.conftest import sim_config_data
-from tests.integration.sim_server import launched
+from tests.integration.sim_server import ready_server
 from tests.integration.test_cleanup import listening
 
 SECRET_NAMES = st.sampled_from(
@@ -60,8 +60,9 @@ def test_secret_flag_values_are_hidden_but_token_counts_are_not():
 
 def _launched_env(config: SweepConfig) -> tuple[dict[str, str], str]:
     """Launch the config's baseline server, read its environment and its log, and stop
-    it whatever happens: the one place this file starts a server."""
-    with launched(config, BASELINE, "secret-ref") as server:
+    it whatever happens: the one place this file starts a server. Read once it answers:
+    right after Popen returns, exec may not have set up the environment block yet."""
+    with ready_server(config, BASELINE, "secret-ref") as server:
         assert server.handle is not None
         return psutil.Process(server.handle.pid).environ(), server.handle.log_path.read_text()
 
