@@ -184,12 +184,51 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 _ON_POSTGRES = ("tests/e2e/test_fleet.py", "tests/e2e/test_postgres_server.py")
 
 
+def server_group(nodeid: str) -> str | None:
+    """The Prefect server a test shares with others (its group), None for the rest."""
+    if nodeid.startswith(_ON_POSTGRES):
+        return "e2e-postgres"
+    if nodeid.startswith("tests/e2e/"):
+        return "e2e"
+    return None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `-n --dist loadgroup`, the e2e tests of one Prefect server share a worker, so
+    that server (and the PostgreSQL cluster) starts once; the two servers' groups run on
+    different workers instead of one worker carrying every e2e test.
+
+    xdist groups by an ``@group`` suffix its worker writes into each marked test's node id,
+    which pytest 9's node ids no longer take (`item._nodeid` is gone): every worker then
+    started its own stack and cluster. This scheduler groups by the tests' paths instead."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ServerGroups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return server_group(nodeid) or super()._split_scope(nodeid)
+
+    return ServerGroups(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With `-n`, the e2e tests of one Prefect server share a worker, so that server (and
-    the PostgreSQL cluster) starts once; the two servers' groups run on different workers
-    instead of one worker carrying every e2e test."""
+    """Marks each e2e test with its server's group, and runs each group's tests back to
+    back without xdist too, so that its server can be stopped after its last test
+    (tests/e2e/conftest.py) and is never started twice."""
     for item in items:
-        if item.nodeid.startswith(_ON_POSTGRES):
-            item.add_marker(pytest.mark.xdist_group("e2e-postgres"))
-        elif item.nodeid.startswith("tests/e2e/"):
-            item.add_marker(pytest.mark.xdist_group("e2e"))
+        group = server_group(item.nodeid)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    first: dict[str, int] = {}
+    order = {}
+    for index, item in enumerate(items):
+        group = xdist_group(item)
+        order[item.nodeid] = index if group is None else first.setdefault(group, index)
+    items.sort(key=lambda item: order[item.nodeid])
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The group an item runs in (its xdist_group mark), None for an ungrouped test."""
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs["name"])

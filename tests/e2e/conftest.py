@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import free_port, sim_config_data, write_user_packages
+from tests.conftest import free_port, sim_config_data, write_user_packages, xdist_group
 from tests.postgres import postgres_cluster
 from tests.prefect_server import BIN, PrefectApi, PrefectServer, prefect_server
 from tests.prefect_server import start_process as _start
@@ -110,6 +110,28 @@ def pg_prefect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServ
     with postgres_cluster(root / "postgres") as pg, prefect_server(root, pg.url) as server:
         server.pg = pg
         yield server
+
+
+# What each group's tests share; see pytest_runtest_teardown.
+_GROUP_SERVERS = ("prefect_stack", "pg_prefect")
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After a group's last test, its Prefect server, worker and PostgreSQL cluster stop.
+
+    They are session fixtures so that the group starts them once, but left up they would
+    poll (the server's services, the worker asking for runs every second: about a fifth of
+    a core) while the rest of the suite runs on the same two cores. A group's tests run
+    back to back (tests/conftest.py), so the next test being outside the group means no
+    test of this worker needs them again; one that did would start them anew.
+    """
+    if nextitem is not None and xdist_group(nextitem) == xdist_group(item):
+        return
+    for name in _GROUP_SERVERS:
+        fixturedefs = item._fixtureinfo.name2fixturedefs.get(name)
+        if fixturedefs:
+            fixturedefs[-1].finish(item._request)
 
 
 def flow_run_id(output: str) -> str:
