@@ -79,16 +79,29 @@ def _port_window() -> range:
     return range(low + index * width, low + (index + 1) * width)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port no process holds now and the kernel will not hand out by itself."""
+    """A loopback port no process holds now and the kernel will not hand out by itself.
+
+    Never the same port twice in one process while others are left: a port is free until
+    the process it was chosen for binds it, and a test that chooses two (its server's and
+    another server's, still starting) got the same one twice (CI, 1 in ~1,600 per pair):
+    cleanup for one port then rightly killed the other server as the port's sglang."""
     window = _port_window()
+    if len(_HANDED_OUT) > len(window) // 2:
+        _HANDED_OUT.clear()
     for _ in range(200):
         port = random.choice(window)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        _HANDED_OUT.add(port)
         return port
     raise RuntimeError(f"no free port in {window.start}-{window.stop - 1}")
 

@@ -23,6 +23,17 @@ pytestmark = pytest.mark.integration
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     """A live process to charge GPU memory to (argv[0] is what nvidia-smi shows)."""
     proc = subprocess.Popen(["sleep", "30"])
+    # Popen returns once exec has closed the child's close-on-exec pipe, which the kernel
+    # does before it renames the process: its name can still read "python" (seen in CI)
+    proc_dir = Path(f"/proc/{proc.pid}")
+    wait_until(
+        lambda: (
+            (proc_dir / "comm").read_text().strip() == "sleep"
+            and (proc_dir / "cmdline").read_bytes().startswith(b"sleep\0")
+        ),
+        10,
+        "sleep's exec",
+    )
     try:
         yield proc
     finally:
