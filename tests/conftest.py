@@ -197,12 +197,29 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 _ON_POSTGRES = ("tests/e2e/test_fleet.py", "tests/e2e/test_postgres_server.py")
 
 
+# Tests that leave an sglang scheduler of this user orphaned (SPECSWEEP_SIM_ORPHAN, a
+# crashed launcher) or clean up by name: where nvidia-smi shows no PIDs (a container),
+# cleanup finds orphans by name, user and start time, and one test's orphan is then
+# indistinguishable from another's running at the same moment (CI: a container teardown
+# killed a concurrent test's orphaned scheduler). They run one at a time, on one worker.
+_ORPHANS = (
+    "tests/integration/test_gpu_cleanup.py",
+    "tests/integration/sim/test_sim_tree.py",
+    "tests/ssh/test_ssh_target.py",
+    "tests/flows/test_step_sweep_flow.py",
+    "tests/unit/sim/test_sim_knobs.py",
+)
+
+
 def server_group(nodeid: str) -> str | None:
-    """The Prefect server a test shares with others (its group), None for the rest."""
+    """The group a test runs in: those sharing a Prefect server, those leaving orphaned
+    sglang processes; None for the rest."""
     if nodeid.startswith(_ON_POSTGRES):
         return "e2e-postgres"
     if nodeid.startswith("tests/e2e/"):
         return "e2e"
+    if nodeid.startswith(_ORPHANS):
+        return "sglang-orphans"
     return None
 
 
