@@ -224,9 +224,9 @@ def server_group(nodeid: str) -> str | None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With `-n --dist loadgroup`, the e2e tests of one Prefect server share a worker, so
-    that server (and the PostgreSQL cluster) starts once; the two servers' groups run on
-    different workers instead of one worker carrying every e2e test.
+    """With `-n --dist loadgroup`, each group (server_group) runs on one worker: the e2e
+    tests of one Prefect server, so that server (and the PostgreSQL cluster) starts once,
+    and the tests that leave orphaned schedulers, one at a time.
 
     xdist groups by an ``@group`` suffix its worker writes into each marked test's node id,
     which pytest 9's node ids no longer take (`item._nodeid` is gone): every worker then
@@ -243,9 +243,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks each e2e test with its server's group, and runs each group's tests back to
-    back without xdist too, so that its server can be stopped after its last test
-    (tests/e2e/conftest.py) and is never started twice."""
+    """Marks each grouped test with its group (server_group), and runs each group's tests
+    back to back without xdist too, so that a Prefect server can be stopped after its
+    group's last test (tests/e2e/conftest.py) and is never started twice."""
     for item in items:
         group = server_group(item.nodeid)
         if group is not None:
@@ -253,12 +253,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first: dict[str, int] = {}
     order = {}
     for index, item in enumerate(items):
-        group = xdist_group(item)
+        group = server_group(item.nodeid)
         order[item.nodeid] = index if group is None else first.setdefault(group, index)
     items.sort(key=lambda item: order[item.nodeid])
-
-
-def xdist_group(item: pytest.Item) -> str | None:
-    """The group an item runs in (its xdist_group mark), None for an ungrouped test."""
-    mark = item.get_closest_marker("xdist_group")
-    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs["name"])

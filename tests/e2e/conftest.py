@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import free_port, sim_config_data, write_user_packages, xdist_group
+from tests.conftest import free_port, server_group, sim_config_data, write_user_packages
 from tests.postgres import postgres_cluster
 from tests.prefect_server import BIN, PrefectApi, PrefectServer, prefect_server
 from tests.prefect_server import start_process as _start
@@ -126,7 +126,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     back to back (tests/conftest.py), so the next test being outside the group means no
     test of this worker needs them again; one that did would start them anew.
     """
-    if nextitem is not None and xdist_group(nextitem) == xdist_group(item):
+    if nextitem is not None and server_group(nextitem.nodeid) == server_group(item.nodeid):
         return
     for name in _GROUP_SERVERS:
         fixturedefs = item._fixtureinfo.name2fixturedefs.get(name)
