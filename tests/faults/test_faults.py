@@ -16,9 +16,8 @@ import pytest
 from specsweep.config import LoadSpec
 from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
-from specsweep.errors import ConfigError, ServerDiedError
+from specsweep.errors import ServerDiedError
 from specsweep.pipeline import VariantServer
-from specsweep.results.preflight import check_results_dir
 from specsweep.results.store import ResultsStore
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
@@ -132,20 +131,6 @@ def test_slow_and_flapping_health_still_reaches_ready(tmp_path, port):
         assert answered == ["healthy", "warming", "ready"], states
         row = measure(server, 1)
         assert row["status"] == "ok" and row["failed"] == 0
-
-
-@fault(
-    "Results directory not writable",
-    injected="`results_dir` below a regular file",
-    outcome="`ConfigError` naming the directory before anything is launched",
-)
-def test_unwritable_results_dir_is_refused_before_launch(tmp_path, port):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    data = sim_config_data(tmp_path, port)
-    data["results_dir"] = str(blocker / "results")
-    with pytest.raises(ConfigError, match="is not writable"):
-        check_results_dir(parse_config(data), 2)
 
 
 _IN_TINY_TMPFS = textwrap.dedent(

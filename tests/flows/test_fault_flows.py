@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from prefect.settings import PREFECT_API_URL
 
 from specsweep.config import Variant
 from specsweep.config.file import parse_config
-from specsweep.errors import SweepFailed
+from specsweep.errors import ConfigError, SweepFailed
 from specsweep.flows.matrix_sweep import matrix_sweep
 from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner
@@ -43,6 +44,22 @@ def levels_of(config, run_id):
 
 
 @fault(
+    "Results directory not writable",
+    injected="`results_dir` below a regular file",
+    outcome="`ConfigError` naming the directory before anything is launched",
+)
+def test_unwritable_results_dir_is_refused_before_launch(tmp_path, port):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    data = matrix_data(tmp_path, port, concurrency=[1])
+    data["results_dir"] = str(blocker / "results")
+    config = parse_config(data)
+    with pytest.raises(ConfigError, match=re.escape(f"{blocker / 'results'} is not writable")):
+        matrix_sweep(config, publish=False)  # the sweep's own pre-flight, not the check alone
+    assert not (config.target.workdir / "logs").exists()  # nothing was launched
+
+
+@fault(
     "Crash during weight loading",
     injected="`SPECSWEEP_SIM_CRASH=load` on one variant (CUDA OOM traceback, tree killed)",
     outcome="that variant fails at once with `ServerDiedError` and the log tail, is never "
@@ -63,6 +80,8 @@ def test_a_variant_crashing_while_loading_is_recorded_and_the_sweep_goes_on(tmp_
     phases = json.loads(run["phases"])
     assert set(phases) == {"baseline", crashed, "eagle3-s2-k1-d3"}
     assert phases["baseline"]["benchmark_s"] > 0 and "benchmark_s" not in phases[crashed]
+    log = config.target.workdir / "logs" / "goes-on" / f"{crashed}.log"
+    assert log.read_text().count("# specsweep launch:") == 1  # an OOM is never relaunched
     assert json.loads(run["environment"])["versions"]["prefect"]
 
     stop = parse_config({**data, "stop_on_failure": True})
