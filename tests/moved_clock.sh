@@ -18,6 +18,7 @@ case $offset in -*) FAKETIME=$offset ;; *) FAKETIME=+$offset ;; esac
 # libfaketime 0.9.10 moves the monotonic clock too. Limits: a timed lock wait
 # (threading.Event().wait(t): sem_clockwait, not intercepted) waits until the real
 # clock reaches the moved deadline, i.e. hangs; FAKETIME_DONT_FAKE_MONOTONIC=1 instead
-# breaks time.sleep (EINVAL). So only the calendar's tests run here, not the whole suite.
+# breaks time.sleep (EINVAL). So only the calendar's tests run here, not the whole suite;
+# tests/moved_system_clock.sh moves the system clock instead (root, disposable machine).
 export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" FAKETIME
 exec "$@"
