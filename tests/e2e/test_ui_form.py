@@ -359,6 +359,7 @@ return {
     ['hidden', 'clip'].includes(getComputedStyle(el).overflowX)
     && el.scrollWidth > el.clientWidth + 1)
     .map(el => el.tagName + ': ' + el.innerText.slice(0, 120)),
+  codes: Array.from(view ? view.querySelectorAll('pre') : []).map(el => el.innerText.trim().length),
   text: view?.innerText || '',
 };
 """
@@ -390,7 +391,8 @@ def check_answer_artifacts(driver: Any, stack: PrefectStack, flow_run_id: str) -
         images = data.count("](data:image/png;base64,")
         assert images >= LEAST_IMAGES[key], (key, images)
         driver.get(f"{stack.ui}/artifacts/artifact/{latest[key]['id']}")
-        state = _page_state(driver, images)
+        codes = sum(line.lstrip().startswith("```") for line in data.splitlines()) // 2
+        state = _page_state(driver, images, codes)
         assert state["inner"] <= WIDE and state["scroll"] <= state["inner"], (key, state["scroll"])
         for table in state["tables"]:
             assert table["right"] <= state["inner"] and table["hidden"] <= 1, (key, table)
@@ -450,13 +452,21 @@ def check_text_blocks(key: str, state: dict[str, Any]) -> None:
         assert kinds.count(kind) >= least, (key, kind, kinds)
 
 
-def _page_state(driver: Any, images: int, timeout: float = 30) -> dict[str, Any]:
-    """The artifact page once its tables are drawn and its `images` images loaded."""
+def _page_state(driver: Any, images: int, codes: int, timeout: float = 30) -> dict[str, Any]:
+    """The artifact page once its tables are drawn, its `images` images loaded and its
+    `codes` code blocks filled: the UI's PCodeHighlight renders a block empty until its
+    highlighting web worker answers, which on a loaded machine came after the tables and
+    images (CI read the answer's page without its tier file: '"candidate_steps"' missing)."""
     deadline = time.monotonic() + timeout
     while True:
         state = driver.execute_script(PAGE_STATE)
         loaded = [i for i in state["images"] if i["loaded"]]
-        if state["tables"] and len(loaded) == len(state["images"]) == images:
+        filled = [n for n in state["codes"] if n > 0]
+        if (
+            state["tables"]
+            and len(loaded) == len(state["images"]) == images
+            and len(filled) == len(state["codes"]) >= codes
+        ):
             return state
         assert time.monotonic() < deadline, state["images"] or state["text"][:2000]
         time.sleep(0.5)
