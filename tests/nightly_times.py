@@ -25,3 +25,13 @@ def expected_local_start(start: datetime, zone: ZoneInfo, hour: int = 2, minute:
     skipped = datetime(local.year, local.month, local.day, hour, minute, tzinfo=zone)
     after = skipped.astimezone(UTC).astimezone(zone)  # the gap's end, by the zone's rules
     return after.hour, after.minute
+
+
+def expected_nightly_name(target: str, expected_start_time: str, zone: str = "Europe/Berlin"):
+    """The name a scheduled nightly must carry, from its own `expected_start_time` (Prefect's
+    ISO string): its start in the schedule's zone, which must be the hour the cron gives
+    that night (`expected_local_start`). The e2e name test and the UI test both use it."""
+    tz = ZoneInfo(zone)
+    start = datetime.fromisoformat(expected_start_time).astimezone(tz)
+    assert (start.hour, start.minute) == expected_local_start(start, tz), start
+    return f"nightly-regression/{target}/{start:%Y-%m-%d %H:%M} {zone}"

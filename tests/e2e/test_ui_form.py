@@ -13,10 +13,8 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pytest
@@ -24,7 +22,7 @@ import pytest
 from specsweep.report.caveats import sentence, simulated_note
 from tests.e2e.conftest import TARGET, PrefectStack
 from tests.needs import missing
-from tests.nightly_times import expected_local_start
+from tests.nightly_times import expected_nightly_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow]
 
@@ -546,12 +544,8 @@ def check_labels_and_deployments(
         "the nightly's upcoming runs named in its timezone",
     )  # fmt: skip
     # named at its own start in Berlin: 02:00, or 03:00 on the spring switch's night
-    berlin = ZoneInfo("Europe/Berlin")
-    start = datetime.fromisoformat(nightly[0]["expected_start_time"]).astimezone(berlin)
-    assert (start.hour, start.minute) == expected_local_start(start, berlin)
-    assert nightly[0]["name"] == (
-        f"nightly-regression/{TARGET}/{start:%Y-%m-%d %H:%M} Europe/Berlin"
-    ), nightly[0]["name"]
+    expected = expected_nightly_name(TARGET, nightly[0]["expected_start_time"])
+    assert nightly[0]["name"] == expected, nightly[0]["name"]
 
     # GPU checks used the simulator's nvidia-smi: no "not found", and its memory readings.
     logs = stack.post("/logs/filter", {"logs": {"flow_run_id": {"any_": [
