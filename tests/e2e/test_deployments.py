@@ -127,6 +127,42 @@ def test_a_deployment_runs_an_adaptive_search_over_shapes_of_real_prompts(
     assert "specsweep-search" in keys
 
 
+def test_an_algorithm_sweep_from_the_cli_answers_which_algorithm_to_run(
+    prefect_stack: PrefectStack, tmp_path
+):
+    """Issue 31: `prefect deployment run algorithm-sweep/algorithm-sweep` with a config of
+    its own (DFLASH, NGRAM), watched: the baseline and every enabled
+    setting measured under their stable names, launched with sglang's own flags, and the
+    answer published."""
+    data = prefect_stack.sweep_config(
+        tmp_path,
+        load={"concurrency": [1]},
+        algorithm_sweep={
+            "dflash": {"draft_model_path": "sim/dflash", "block_size": [4]},
+            "ngram": {"num_draft_tokens": [6]},
+        },
+    )
+    del data["step_sweep"]
+    proc = prefect_stack.cli(
+        "prefect", "deployment", "run", "algorithm-sweep/algorithm-sweep",
+        "--param", as_param(data), "--param", "run_id=cli-algorithms",
+        "--watch", "--watch-timeout", "150",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = prefect_stack.get(f"/flow_runs/{flow_run_id(proc.stdout)}")
+    assert run["state_type"] == "COMPLETED"
+    assert run["name"].startswith(f"algorithm-sweep/{TARGET}/"), run["name"]
+    levels = pd.read_parquet(tmp_path / "results" / "levels" / "cli-algorithms")
+    assert set(levels["status"]) == {"ok"}, levels[["variant", "status"]]
+    assert sorted(levels["variant"]) == ["baseline", "dflash-b4", "ngram-w10-d6"]
+    commands = dict(zip(levels["variant"], levels["server_command"], strict=True))
+    assert "--speculative-dflash-block-size 4" in commands["dflash-b4"]
+    assert "--speculative-algorithm NGRAM" in commands["ngram-w10-d6"]
+    assert "--speculative-algorithm" not in commands["baseline"]
+    keys = artifact_keys(prefect_stack, flow_run_id(proc.stdout))
+    assert "specsweep-answer" in keys
+
+
 def test_a_failed_run_makes_the_cli_exit_non_zero(prefect_stack: PrefectStack, tmp_path):
     # A config without a step_sweep section: the flow fails before launching anything.
     data = prefect_stack.sweep_config(tmp_path)
