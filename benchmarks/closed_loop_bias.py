@@ -1,0 +1,185 @@
+"""Does one closed-loop level measure the server's steady state? (why algorithm_sweep fails)
+
+At one concurrency C, the baseline and one EAGLE3 chain are launched on the simulator and
+measured over loopback HTTP by the load generator's own CLI (``python -m
+specsweep.loadgen``: one warmup per stream, then one pass of C x K requests), at each time
+scale given. Each measurement (output tok/s, in simulated time) is set against two runs of
+the simulator's scheduler in virtual time, where the client answers at once:
+
+- **steady**: an endless closed loop (``algorithm_sweep.closed_loop_throughput``), the
+  throughput a deployment serving C users sees: the benchmarks' ground truth;
+- **pass**: the same scheduler run as the load generator runs a pass: C streams that start
+  at the same instant and send K requests each, back to back (``synchronized_pass``).
+
+Two biases show (2026-12-06, 8B profile, C=32, K=8, this script):
+
+    baseline         steady   4560.7 tok/s   pass model 1.000x
+      scale 0.48  measured   4397.0 tok/s = 0.964x steady
+      scale 1.5   measured   4491.4 tok/s = 0.985x steady
+    eagle3-s4-k1-d5  steady   4315.3 tok/s   pass model 1.020x
+      scale 0.48  measured   4362.4 tok/s = 1.011x steady
+      scale 1.5   measured   4376.2 tok/s = 1.014x steady
+
+- the baseline reads low by the real time between a request's end and its stream's next
+  one reaching the scheduler: its lockstep waves end together, and 32 ends, 32 new requests
+  parsed and queued take milliseconds of wall time, a share of a step that grows as
+  simulated time runs faster (default profile: 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at
+  1.0). On a GPU, whose 8B step at c=32 lasts ~7 ms, the same burst is real.
+- the speculative chain reads high, as the synchronized pass predicts: its first requests
+  prefill in one step and end close together, so for a while a few grouped prefills
+  replace the one small prefill per ragged end of the steady state.
+
+PASS when every measurement is within ``TOLERANCE`` of the steady state.
+
+    .venv/bin/python benchmarks/closed_loop_bias.py                 # 8B profile, c=32, ~2 min
+    .venv/bin/python benchmarks/closed_loop_bias.py --profile default --scales 0.1 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+
+from algorithm_sweep import INPUT, MRR, OUTPUT, closed_loop_throughput, launched_spec  # noqa: E402
+from simbench import free_port  # noqa: E402
+
+TOLERANCE = 0.01
+EAGLE3 = (
+    "--speculative-algorithm EAGLE3 --speculative-draft-model-path sim/eagle3 "
+    "--speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5"
+)
+MIX = {"random": 1.0}  # the load generator's random token ids
+
+
+def synchronized_pass(p, c: int, spec, per_stream: int, reps: int = 10, seed: int = 0) -> float:
+    """Output tok/s of one pass as the load generator runs it, in virtual time: ``c``
+    streams start at once and send ``per_stream`` requests each back to back (the client's
+    turnaround at zero); tokens / (last end - start), averaged over ``reps`` seeds. The
+    scheduler is algorithm_sweep.closed_loop_throughput's (specsweep/sim/engine.py's)."""
+    from specsweep.sim.perf_model import AcceptSampler, decode_step_ms, prefill_step_ms
+
+    rates = []
+    for rep in range(reps):
+        rng = random.Random(seed + rep)
+        overlap = True if spec is None else spec.overlap
+        sampler = AcceptSampler(p, spec, rng, "random") if spec is not None else None
+        left = [per_stream - 1] * c
+        waiting = list(range(c))
+        running: list[list[int]] = []  # [tokens generated, stream]
+        now = 0.0
+        tokens = 0
+        while waiting or running:
+            if waiting and len(running) < MRR:
+                new = waiting[: MRR - len(running)]
+                del waiting[: len(new)]
+                now += prefill_step_ms(p, INPUT * len(new), spec, overlap)
+                running += [[1, s] for s in new]
+                tokens += len(new)
+                continue
+            ctx = INPUT + sum(r[0] for r in running) / len(running)
+            now += decode_step_ms(p, len(running), spec, overlap, ctx)
+            still = []
+            for r in running:
+                n = 1 if sampler is None else sampler.sample()
+                n = min(n, OUTPUT - r[0])
+                r[0] += n
+                tokens += n
+                if r[0] < OUTPUT:
+                    still.append(r)
+                elif left[r[1]] > 0:
+                    left[r[1]] -= 1
+                    waiting.append(r[1])
+            running = still
+        rates.append(tokens / (now / 1000.0))
+    return sum(rates) / len(rates)
+
+
+def measure(profile: str, scale: float, c: int, per_stream: int, extra: list[str]) -> float:
+    """Output tok/s in simulated time of one level over HTTP (the loadgen CLI's pass)."""
+    port = free_port()
+    env = dict(
+        os.environ,
+        SPECSWEEP_SIM_PROFILE=profile,
+        SPECSWEEP_SIM_TIME_SCALE=f"{scale:g}",
+        SPECSWEEP_SIM_LOAD_SECONDS="0.5",
+        SPECSWEEP_SIM_WARMUP_SECONDS="0.2",
+    )
+    work = Path(tempfile.mkdtemp(prefix="closed-loop-bias-"))
+    env["SPECSWEEP_SIM_GPU_STATE"] = str(work / "gpus")
+    server_argv = [
+        sys.executable, "-m", "specsweep.sim.launch_server", "--model-path", "sim/llama",
+        "--host", "127.0.0.1", "--port", str(port), "--max-running-requests", str(MRR), *extra,
+    ]  # fmt: skip
+    with open(work / "server.log", "w") as log:
+        server = subprocess.Popen(server_argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=10)  # sglang: ~1 s
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((work / "server.log").read_text()[-2000:]) from None
+                time.sleep(0.2)
+        load = {"input_len": INPUT, "output_len": OUTPUT, "requests_per_stream": per_stream}
+        done = subprocess.run(
+            [sys.executable, "-m", "specsweep.loadgen", "--base-url", url,
+             "--concurrency", str(c), "--load", json.dumps(load)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(30)
+    from specsweep.loadgen.wire import parse_result_line
+
+    line = next(x for x in reversed(done.stdout.splitlines()) if '"result"' in x)
+    return parse_result_line(line).metrics.output_throughput * scale
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="llama-3.1-8b-eagle3-h200")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--per-stream", type=int, default=8, help="requests per stream (K)")
+    parser.add_argument("--scales", type=float, nargs="+", default=[0.48, 1.5])
+    args = parser.parse_args()
+    from specsweep.sim.profiles import get_profile
+
+    p = get_profile(args.profile)
+    env = {"SPECSWEEP_SIM_PROFILE": args.profile}
+    variants: dict[str, list[str]] = {"baseline": [], "eagle3-s4-k1-d5": EAGLE3.split()}
+    c, k = args.concurrency, args.per_stream
+    print(f"{args.profile}, c={c}, {k} requests per stream, {INPUT}+{OUTPUT} tokens")
+    worst = 0.0
+    for name, extra in variants.items():
+        spec = launched_spec(
+            "x specsweep.sim.launch_server --model-path sim/llama " + " ".join(extra), env
+        )
+        steady = closed_loop_throughput(p, c, spec, MIX)
+        synced = synchronized_pass(p, c, spec, k)
+        print(f"  {name:<16} steady {steady:8.1f} tok/s   pass model {synced / steady:.3f}x")
+        for scale in args.scales:
+            got = measure(args.profile, scale, c, k, extra)
+            worst = max(worst, abs(got / steady - 1))
+            print(f"    scale {scale:<5g} measured {got:8.1f} tok/s = {got / steady:.3f}x steady")
+    verdict = "PASS" if worst <= TOLERANCE else "FAIL"
+    print(f"\n{verdict}: worst measured/steady off by {worst:.1%} (tolerance {TOLERANCE:.0%})")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
