@@ -54,16 +54,17 @@ than the ratio errors the pivots tolerate, neither in the decision logic:
 
 - the baseline reads low by the client's real turnaround, a share of the level that grows
   as simulated time runs faster: default profile at c=32, 8 requests per stream, measured /
-  truth 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at 1.0; 8B profile 0.962-0.964 at 0.48,
-  0.984-0.985 at 1.5 (two runs). Each lockstep wave's 32 ends and 32 new requests take
+  truth 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at 1.0; 8B profile 0.957-0.964 at 0.48,
+  0.983-0.985 at 1.5 (three runs). Each lockstep wave's 32 ends and 32 new requests take
   milliseconds of wall time to reach the scheduler, a share of a step that grows as
   simulated time runs faster.
 - a speculative server reads high because each pass starts its C streams at once: their
   first requests prefill in one step and end close together, so for a while a few grouped
   prefills replace the one small prefill per ragged end of the steady state. The truth's
   scheduler run as such a pass (C streams, K requests each, from one start) puts 8B EAGLE3
-  s4 at c=32 +2.0% over the steady state at K=8 (random prompts); measured over HTTP:
-  +1.1% at scale 0.48, +1.4% at 1.5. The effect shrinks slowly with K (it is the first
+  s4 at c=32 +1.7-2.0% over the steady state at K=8 (random prompts); measured over
+  HTTP (three runs): +0.6% to +2.2% at scale 0.48, +0.5% to +1.4% at 1.5 (the client's
+  turnaround takes some of it back). The effect shrinks slowly with K (it is the first
   requests' clustering, repeated at each pass's start), and this benchmark's passes have
   K=4. The baseline's lockstep waves are the same either way. This bias is the load
   generator's, on a GPU too: it favours speculation at high concurrency by 1-3%, where
@@ -190,7 +191,13 @@ def mixed_throughput(p, c: int, spec, ctx: float, mix: dict[str, float]) -> floa
 
 
 def closed_loop_throughput(
-    p, c: int, spec, mix: dict[str, float], completions: int = TRUTH_REQUESTS, seed: int = 0
+    p,
+    c: int,
+    spec,
+    mix: dict[str, float],
+    completions: int = TRUTH_REQUESTS,
+    seed: int = 0,
+    per_stream: int | None = None,
 ) -> float:
     """Output tok/s of ``c`` closed-loop streams on the simulator's scheduler, in virtual
     time: specsweep/sim/engine.py's loop (a prefill step for every admitted batch of
@@ -199,7 +206,10 @@ def closed_loop_throughput(
     turnaround at zero. Each finished request's stream sends its next at once, its
     category drawn from ``mix``. Measured over ``completions`` requests after as many
     again warmed the loop up; prefill and ragged ends included, unlike the analytic
-    ``mixed_throughput``."""
+    ``mixed_throughput``.
+
+    ``per_stream``: instead, one pass as the load generator runs it: the ``c`` streams
+    start at once and send ``per_stream`` requests each; tokens / (last end - start)."""
     import random
 
     from specsweep.sim.perf_model import AcceptSampler, decode_step_ms, prefill_step_ms
@@ -212,8 +222,11 @@ def closed_loop_throughput(
     running: list[list[Any]] = []  # [tokens generated, category]
     now = done = 0.0
     start_t = start_tokens = None
+    if per_stream is not None:  # the pass's own start; it ends when its last request does
+        start_t, start_tokens, completions = 0.0, 0, c * per_stream
+    sent = c
     tokens = 0
-    while done < 2 * completions:
+    while done < (completions if per_stream is not None else 2 * completions):
         if waiting and len(running) < MRR:
             new = waiting[: MRR - len(running)]
             del waiting[: len(new)]
@@ -231,8 +244,10 @@ def closed_loop_throughput(
             tokens += n
             if r[0] >= OUTPUT:
                 done += 1
-                waiting.append(rng.choices(kinds, weights)[0])
-                if done == completions:
+                if per_stream is None or sent < completions:
+                    waiting.append(rng.choices(kinds, weights)[0])
+                    sent += 1
+                if per_stream is None and done == completions:
                     start_t, start_tokens = now, tokens
             else:
                 still.append(r)

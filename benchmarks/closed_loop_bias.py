@@ -11,14 +11,17 @@ the simulator's scheduler in virtual time, where the client answers at once:
 - **pass**: the same scheduler run as the load generator runs a pass: C streams that start
   at the same instant and send K requests each, back to back (``synchronized_pass``).
 
-Two biases show (2026-12-06, 8B profile, C=32, K=8, this script):
+Two biases show (2026-12-06, 8B profile, C=32, K=8, this script as committed):
 
     baseline         steady   4560.7 tok/s   pass model 1.000x
-      scale 0.48  measured   4397.0 tok/s = 0.964x steady
-      scale 1.5   measured   4491.4 tok/s = 0.985x steady
-    eagle3-s4-k1-d5  steady   4315.3 tok/s   pass model 1.020x
-      scale 0.48  measured   4362.4 tok/s = 1.011x steady
-      scale 1.5   measured   4376.2 tok/s = 1.014x steady
+      scale 0.48  measured   4362.7 tok/s = 0.957x steady
+      scale 1.5   measured   4482.2 tok/s = 0.983x steady
+    eagle3-s4-k1-d5  steady   4315.3 tok/s   pass model 1.017x
+      scale 0.48  measured   4343.1 tok/s = 1.006x steady
+      scale 1.5   measured   4338.3 tok/s = 1.005x steady
+
+Three runs that day: baseline 0.957-0.964x at 0.48, 0.983-0.985x at 1.5; the chain
+1.006-1.022x at 0.48, 1.005-1.014x at 1.5.
 
 - the baseline reads low by the real time between a request's end and its stream's next
   one reaching the scheduler: its lockstep waves end together, and 32 ends, 32 new requests
@@ -40,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -63,46 +65,14 @@ EAGLE3 = (
 MIX = {"random": 1.0}  # the load generator's random token ids
 
 
-def synchronized_pass(p, c: int, spec, per_stream: int, reps: int = 10, seed: int = 0) -> float:
-    """Output tok/s of one pass as the load generator runs it, in virtual time: ``c``
-    streams start at once and send ``per_stream`` requests each back to back (the client's
-    turnaround at zero); tokens / (last end - start), averaged over ``reps`` seeds. The
-    scheduler is algorithm_sweep.closed_loop_throughput's (specsweep/sim/engine.py's)."""
-    from specsweep.sim.perf_model import AcceptSampler, decode_step_ms, prefill_step_ms
-
-    rates = []
-    for rep in range(reps):
-        rng = random.Random(seed + rep)
-        overlap = True if spec is None else spec.overlap
-        sampler = AcceptSampler(p, spec, rng, "random") if spec is not None else None
-        left = [per_stream - 1] * c
-        waiting = list(range(c))
-        running: list[list[int]] = []  # [tokens generated, stream]
-        now = 0.0
-        tokens = 0
-        while waiting or running:
-            if waiting and len(running) < MRR:
-                new = waiting[: MRR - len(running)]
-                del waiting[: len(new)]
-                now += prefill_step_ms(p, INPUT * len(new), spec, overlap)
-                running += [[1, s] for s in new]
-                tokens += len(new)
-                continue
-            ctx = INPUT + sum(r[0] for r in running) / len(running)
-            now += decode_step_ms(p, len(running), spec, overlap, ctx)
-            still = []
-            for r in running:
-                n = 1 if sampler is None else sampler.sample()
-                n = min(n, OUTPUT - r[0])
-                r[0] += n
-                tokens += n
-                if r[0] < OUTPUT:
-                    still.append(r)
-                elif left[r[1]] > 0:
-                    left[r[1]] -= 1
-                    waiting.append(r[1])
-            running = still
-        rates.append(tokens / (now / 1000.0))
+def synchronized_pass(p, c: int, spec, per_stream: int, reps: int = 10) -> float:
+    """Output tok/s of one pass as the load generator runs it (``c`` streams start at once
+    and send ``per_stream`` requests each, the client's turnaround at zero), on the
+    scheduler of ``closed_loop_throughput``, averaged over ``reps`` seeds."""
+    rates = [
+        closed_loop_throughput(p, c, spec, MIX, seed=seed, per_stream=per_stream)
+        for seed in range(reps)
+    ]
     return sum(rates) / len(rates)
 
 
