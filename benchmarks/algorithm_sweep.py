@@ -52,12 +52,13 @@ baseline reads 2% under the truth and the speculative servers 2-3% over it.
 Why (2026-12-06, ``benchmarks/closed_loop_bias.py``): two measurement biases, both larger
 than the ratio errors the pivots tolerate, neither in the decision logic:
 
-- the baseline reads low by the client's real turnaround, a share of the level that grows
-  as simulated time runs faster: default profile at c=32, 8 requests per stream, measured /
-  truth 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at 1.0; 8B profile 0.957-0.964 at 0.48,
-  0.983-0.985 at 1.5 (three runs). Each lockstep wave's 32 ends and 32 new requests take
-  milliseconds of wall time to reach the scheduler, a share of a step that grows as
-  simulated time runs faster.
+- the baseline reads low by the simulator's own CPU, which compressed time does not
+  compress: ~80 us per streamed chunk, so at c=32 a decode step's 32 chunks take ~2.6 ms
+  of a step that lasts 3.2 ms at scale 0.48, and each lockstep wave's 32 new requests
+  reach the scheduler late and over several steps. Measured / truth at c=32, 8 requests
+  per stream: default profile 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at 1.0; 8B profile
+  0.957-0.964 at 0.48, 0.983-0.985 at 1.5 (three runs). ``RATE`` (10,000 chunks per wall
+  second) admits most of a core to the server's chunks alone.
 - a speculative server reads high because each pass starts its C streams at once: their
   first requests prefill in one step and end close together, so for a while a few grouped
   prefills replace the one small prefill per ragged end of the steady state. The truth's

@@ -23,11 +23,13 @@ Two biases show (2026-12-06, 8B profile, C=32, K=8, this script as committed):
 Three runs that day: baseline 0.957-0.964x at 0.48, 0.983-0.985x at 1.5; the chain
 1.006-1.022x at 0.48, 1.005-1.014x at 1.5.
 
-- the baseline reads low by the real time between a request's end and its stream's next
-  one reaching the scheduler: its lockstep waves end together, and 32 ends, 32 new requests
-  parsed and queued take milliseconds of wall time, a share of a step that grows as
-  simulated time runs faster (default profile: 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at
-  1.0). On a GPU, whose 8B step at c=32 lasts ~7 ms, the same burst is real.
+- the baseline reads low by the simulator's own CPU, which compressed time does not
+  compress: its server spends ~80 us of CPU per streamed chunk (aiohttp's write, the JSON
+  of the chunk; cProfile of a c=32 level at 0.48), so a decode step of 32 chunks costs
+  ~2.6 ms against the 3.2 ms the step lasts at scale 0.48. The lockstep waves' 32 ends and
+  32 new requests then reach the scheduler late and over several steps. The share shrinks
+  as simulated time slows (default profile: 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at
+  1.0). A speculative server streams a third as many chunks per simulated second.
 - the speculative chain reads high, as the synchronized pass predicts: its first requests
   prefill in one step and end close together, so for a while a few grouped prefills
   replace the one small prefill per ragged end of the steady state.
