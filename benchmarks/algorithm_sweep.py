@@ -199,6 +199,7 @@ def closed_loop_throughput(
     completions: int = TRUTH_REQUESTS,
     seed: int = 0,
     per_stream: int | None = None,
+    spread: bool = False,
 ) -> float:
     """Output tok/s of ``c`` closed-loop streams on the simulator's scheduler, in virtual
     time: specsweep/sim/engine.py's loop (a prefill step for every admitted batch of
@@ -210,7 +211,10 @@ def closed_loop_throughput(
     ``mixed_throughput``.
 
     ``per_stream``: instead, one pass as the load generator runs it: the ``c`` streams
-    start at once and send ``per_stream`` requests each; tokens / (last end - start)."""
+    start at once and send ``per_stream`` requests each; tokens / (last end - start).
+    ``spread``: the streams start at phases spread evenly over a request (stream i
+    ``i/c`` of the way through its first), as users' requests arrive in production, not
+    all at once: a deterministic server's requests then never end in one wave."""
     import random
 
     from specsweep.sim.perf_model import AcceptSampler, decode_step_ms, prefill_step_ms
@@ -221,6 +225,9 @@ def closed_loop_throughput(
     kinds, weights = list(mix), list(mix.values())
     waiting = [rng.choices(kinds, weights)[0] for _ in range(c)]
     running: list[list[Any]] = []  # [tokens generated, category]
+    if spread:
+        running = [[1 + (OUTPUT - 1) * i // c, k] for i, k in enumerate(waiting)]
+        waiting = []
     now = done = 0.0
     start_t = start_tokens = None
     if per_stream is not None:  # the pass's own start; it ends when its last request does
