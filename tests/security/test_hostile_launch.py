@@ -8,6 +8,7 @@ canary file that any shell interpretation would create does not exist.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,19 @@ def _config(root: Path, model_path: str, draft: str, extra: list[str], env: dict
 
 def _proc_strings(pid: int, what: str) -> list[str]:
     """/proc/<pid>/cmdline or environ as the kernel holds them (psutil's text read would
-    turn a carriage return into a newline)."""
-    raw = Path(f"/proc/{pid}/{what}").read_bytes()
+    turn a carriage return into a newline).
+
+    Popen returns once exec has passed its point of no return (the close-on-exec pipe
+    closes), but the kernel sets the new image's argument and environment pages a moment
+    later (load_elf_binary's create_elf_tables): read in that window, both are empty. A
+    child descheduled there on a loaded machine gave an empty argv (CI, 2026-12-06), so
+    the read waits for the new image; a process that died would stay empty: that fails."""
+    path = Path(f"/proc/{pid}/{what}")
+    deadline = time.monotonic() + 10.0
+    raw = path.read_bytes()
+    while not raw and time.monotonic() < deadline:
+        time.sleep(0.001)
+        raw = path.read_bytes()
     return [os.fsdecode(part) for part in raw.split(b"\0")[:-1]]
 
 
