@@ -20,8 +20,8 @@ Two biases show (2026-12-06, 8B profile, C=32, K=8, this script as committed):
       scale 0.48  measured   4379.3 tok/s = 1.015x steady
       scale 1.5   measured   4343.9 tok/s = 1.007x steady
 
-Four runs that day: baseline 0.947-0.964x at 0.48, 0.983-0.985x at 1.5; the chain
-1.006-1.022x at 0.48, 1.005-1.014x at 1.5.
+Five runs that day: baseline 0.947-0.964x at 0.48, 0.983-0.985x at 1.5; the chain
+1.006-1.022x at 0.48, 1.005-1.025x at 1.5.
 
 - the baseline reads low by the simulator's own CPU, which compressed time does not
   compress: its server spends ~80 us of CPU per streamed chunk (aiohttp's write, the JSON
@@ -60,8 +60,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
 from algorithm_sweep import INPUT, MRR, OUTPUT, closed_loop_throughput, launched_spec  # noqa: E402
+from interval_coverage import stop_server, wait_ready  # noqa: E402
 from simbench import free_port  # noqa: E402
 
 TOLERANCE = 0.01
@@ -107,18 +106,12 @@ def measure(profile: str, scale: float, c: int, per_stream: int, extra: list[str
         "--host", "127.0.0.1", "--port", str(port), "--max-running-requests", str(MRR), *extra,
     ]  # fmt: skip
     with open(work / "server.log", "w") as log:
-        server = subprocess.Popen(server_argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            server_argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=10)  # sglang: ~1 s
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((work / "server.log").read_text()[-2000:]) from None
-                time.sleep(0.2)
+        wait_ready(url, server)
         load = {"input_len": INPUT, "output_len": OUTPUT, "requests_per_stream": per_stream}
         done = subprocess.run(
             [sys.executable, "-m", "specsweep.loadgen", "--base-url", url,
@@ -126,8 +119,7 @@ def measure(profile: str, scale: float, c: int, per_stream: int, extra: list[str
             capture_output=True, text=True, check=True,
         )  # fmt: skip
     finally:
-        server.terminate()
-        server.wait(30)
+        stop_server(server)
     from specsweep.loadgen.wire import parse_result_line
 
     line = next(x for x in reversed(done.stdout.splitlines()) if '"result"' in x)
