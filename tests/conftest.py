@@ -111,10 +111,13 @@ def port() -> int:
     return free_port()
 
 
+# Loading and warming up take 0.1 s each: a launch still passes through both states
+# (tests/integration/test_health_wait.py watches them with their own, longer phases), and
+# the suite's ~180 launches each start 0.4 s sooner than at 0.3 s.
 FAST_SIM_ENV = {
     "SPECSWEEP_SIM_TIME_SCALE": "0.05",
-    "SPECSWEEP_SIM_LOAD_SECONDS": "0.3",
-    "SPECSWEEP_SIM_WARMUP_SECONDS": "0.3",
+    "SPECSWEEP_SIM_LOAD_SECONDS": "0.1",
+    "SPECSWEEP_SIM_WARMUP_SECONDS": "0.1",
 }
 
 
