@@ -5,7 +5,8 @@ A SIGKILLed `specsweep run` cannot release its slot, and an ephemeral Prefect AP
 leases: the target would stay "busy" forever. The holder therefore leaves a
 Prefect Variable naming itself (host, pid, start time, flow run); a flow that
 finds the slot taken frees it only when that holder is provably gone: its
-process is dead on this very host, or its flow run reached a final state.
+process is dead on this very host, or its flow run reached a final state. A holder
+that lets go marks its record released (it names no process, so it proves nothing).
 """
 
 from __future__ import annotations
@@ -44,9 +45,20 @@ def record(lock: str) -> None:
 
 
 def clear(lock: str) -> None:
+    """Mark our record released (a record naming no process: nothing to prove gone).
+
+    An update, not a delete: on SQLite, Prefect's DELETE reads the variable, emits its
+    event, then deletes in a deferred transaction, and a write committed in between
+    (the event's own consumers) fails it with "database is locked": a 503 that the client
+    retries after 2 s, at the end of every variant (seen in every flow test's server log).
+    """
     holder = Variable.get(variable_name(lock))
     if isinstance(holder, dict) and holder.get("pid") == os.getpid():
-        Variable.unset(variable_name(lock))
+        _mark_released(lock)
+
+
+def _mark_released(lock: str) -> None:
+    Variable.set(variable_name(lock), {"released": datetime.now(UTC).isoformat()}, overwrite=True)
 
 
 def why_gone(client: SyncPrefectClient, holder: dict[str, Any]) -> str | None:
@@ -84,5 +96,5 @@ def free_if_holder_gone(client: SyncPrefectClient, lock: str) -> str | None:
     except ValueError:
         held_s = 0.001
     client.release_concurrency_slots(names=[lock], slots=1, occupancy_seconds=held_s)
-    Variable.unset(variable_name(lock))
+    _mark_released(lock)
     return reason

@@ -8,11 +8,14 @@ import time
 import uuid
 
 import pytest
+from prefect import get_client
 from prefect.concurrency.sync import concurrency
+from prefect.variables import Variable
 
 from specsweep.config.file import parse_config
 from specsweep.config.plan import BASELINE
 from specsweep.errors import TargetLockMissing
+from specsweep.flows import lock_holder
 from specsweep.flows.benchmark_variant import benchmark_variant
 from specsweep.flows.target_lock import ensure_target_limit, target_lock_name
 from specsweep.results.rows import RunContext
@@ -70,3 +73,23 @@ def test_a_second_flow_waits_until_the_target_is_free(tmp_path, port, caplog):
     held = ResultsStore(config.results_dir).read_phases("lock-run")["baseline"]
     assert released <= held["held_from_unix"] <= held["held_until_unix"]
     assert LocalRunner(config.target.workdir).state.entries() == []
+
+
+def test_a_flow_that_lets_go_leaves_a_released_record_that_frees_no_one(tmp_path, port):
+    """The holder's record is released with the slot, by an update (a delete failed with
+    "database is locked" on SQLite at every variant's end and cost a 2 s retry), and a
+    released record is no proof that whoever holds the slot next is gone."""
+    target = _own_target()
+    data = sim_config_data(tmp_path, port, load={"concurrency": [1]}, target={"name": target})
+    config = parse_config(data)
+    name = target_lock_name(config)
+    assert ensure_target_limit(name) is True
+    rows = benchmark_variant(config, BASELINE, RunContext("let-go", "step_sweep", "t", target))
+    assert len(rows) == 1
+    record = Variable.get(lock_holder.variable_name(name))
+    assert isinstance(record, dict) and set(record) == {"released"}, record
+    with get_client(sync_client=True) as client:
+        assert client.read_global_concurrency_limit_by_name(name).active_slots == 0
+        with concurrency(name, occupy=1, strict=True):  # held by one that recorded nothing
+            assert lock_holder.free_if_holder_gone(client, name) is None
+            assert client.read_global_concurrency_limit_by_name(name).active_slots == 1
