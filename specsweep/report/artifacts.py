@@ -85,7 +85,7 @@ def report_page(answer: RunAnswer, files: ReportFiles, url: str | None = None) -
     """The full report as one Markdown page: report.md with its plots embedded, and its
     tables fitted; the HTML file linked where it is served."""
     images = {name: data_uri(data) for name, data in files.inline.items()}
-    page = markdown(answer, images).rstrip("\n")
+    page = markdown(answer, images, files.tables or None).rstrip("\n")
     return fit_tables(fit_text(f"{page}\n\n{report_where(files.html, url)}\n"))
 
 
