@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import setproctitle
 
 PR_SET_PDEATHSIG = 1
+STARTED = b"started\n"  # one line on stdout, then stdout is closed
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -36,6 +37,14 @@ def die_with_parent(parent_pid: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent_pid:  # it died before prctl took effect
         os._exit(0)
+
+
+def started() -> None:
+    """Tell the launcher this process is what it will be (named, in its session, with
+    its signals set): sglang's launcher waits for its schedulers' ready message before it
+    opens the port, so nothing can reach or kill the server while they are half made."""
+    os.write(sys.stdout.fileno(), STARTED)
+    os.close(sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,10 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.setsid()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
+        started()
         while True:
             signal.pause()
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl+C on the group: go quietly
     die_with_parent(ns.parent)
+    started()
     try:
         while sys.stdin.buffer.read(4096):
             pass  # the launcher never writes; EOF means it is gone

@@ -189,6 +189,7 @@ class SimServer:
         gpus = self.inv.ensure(p.gpu_name, max(p.gpu_count, need), p.gpu_memory_mib, grow)
         self.inv.charged()  # forgets allocations of processes long gone
         self.tree.spawn()
+        await asyncio.to_thread(self.tree.wait_started)  # as sglang waits for its ranks
         if len(gpus) < need:
             self.log_tp("Init torch distributed begin.")
             self.crash("load", invalid_device())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import specsweep
+from specsweep.sim.child import STARTED
 from specsweep.sim.gpu_inventory import Gpu, Inventory
 from specsweep.sim.knobs import SimKnobs
 from specsweep.sim.perf_model import PerfProfile
@@ -88,6 +90,27 @@ class ProcessTree:
         title = "sglang::detokenizer"
         self.children.append(Child(title, self._start(title, False)))
 
+    def wait_started(self, timeout_s: float = 30.0) -> None:
+        """Block until every child has said it started (specsweep/sim/child.py): named,
+        in its own session if an orphan, its signals set. Raises RuntimeError if one
+        exits or stays silent for timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        for child in self.children:
+            out = child.proc.stdout
+            assert out is not None
+            while True:
+                ready, _, _ = select.select([out], [], [], 0.1)
+                if ready:
+                    line = out.readline()
+                    out.close()
+                    if line == STARTED:
+                        break
+                    raise RuntimeError(f"{child.title} exited before it started")
+                if child.proc.poll() is not None:
+                    raise RuntimeError(f"{child.title} exited before it started")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{child.title} did not start in {timeout_s:.0f} s")
+
     def _start(self, title: str, orphan: bool) -> subprocess.Popen[bytes]:
         root = str(Path(specsweep.__file__).resolve().parents[1])
         path = os.environ.get("PYTHONPATH")
@@ -97,7 +120,7 @@ class ProcessTree:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL if orphan else subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,  # its one line: started (wait_started)
             env=env,
         )
 
