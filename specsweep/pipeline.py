@@ -54,6 +54,7 @@ from specsweep.targets.server_facts import ServerFacts
 from specsweep.targets.teardown import TeardownReport
 
 log = logging.getLogger(__name__)
+EXIT_GRACE_S = 1.0  # how long a crashed server may take to exit (ensure_alive)
 
 ReadyProgress = Callable[[Readiness, str], None]
 LevelProgress = Callable[[int, int], None]
@@ -512,8 +513,16 @@ class VariantServer:
         return row
 
     def ensure_alive(self, after: str) -> None:
-        """After a failed level: a dead server ends the variant with its log, not more levels."""
+        """After a failed level: a dead server ends the variant with its log, not more levels.
+
+        A server that crashed may still be exiting when the level ends: the kernel closes a
+        dying process's sockets (its requests fail) before the process is reaped or a
+        zombie, so it is looked at again for up to EXIT_GRACE_S before it counts as alive
+        (a fresh-clone suite once read a crashed simulator as alive there)."""
         assert self.handle is not None
+        deadline = time.monotonic() + EXIT_GRACE_S
+        while self.host.is_alive(self.handle) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if not self.host.is_alive(self.handle):
             tail = self.host.tail(self.handle, 30)
             cause = describe_cause(tail)
