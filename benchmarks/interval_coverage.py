@@ -16,10 +16,11 @@ baseline server and one EAGLE-3 server (3 steps, topk 1, 4 draft tokens;
 other on loopback, at each concurrency level (default 1, 4, 16). Per profile and level it
 emulates one run of the sweep:
 
-1. **Calibration**: on the baseline server, before the level, the sweep's own calibration
-   (``calibration_level``: 10 passes of 16 requests at c=4 for these levels). The EAGLE-3
-   server's levels use the calibration measured on the baseline server for the same
-   level, as a sweep's later variants use the one of the server launched first.
+1. **Calibration**: on the baseline server, before the level, the sweep's own calibrations
+   (``calibration_levels``: 10 passes of 16 requests at c=4 and 10 of 64 at c=16 for these
+   levels; ``DriftBands.drift_at`` gives each level its drift). The EAGLE-3 server's
+   levels use the calibrations measured on the baseline server for the same level, as a
+   sweep's later variants use those of the server launched first.
 2. **Truth**: one long level of ``max(160, 40 x C)`` requests, run in four parts of whole
    waves (a multiple of C requests each) spread over the repeats (one before them, one
    after each third of them: on a shared machine the long-run rate moves with its load,
@@ -164,7 +165,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # simbench.py beside t
 from simbench import code_state  # noqa: E402
 
 from specsweep.config import LoadSpec  # noqa: E402
-from specsweep.loadgen.calibration import DriftCalibration, calibration_level  # noqa: E402
+from specsweep.loadgen.calibration import (  # noqa: E402
+    CALIBRATION_PASSES,
+    DriftBands,
+    DriftCalibration,
+    calibration_levels,
+)
 from specsweep.loadgen.metrics import LevelMetrics  # noqa: E402
 from specsweep.loadgen.runner import LevelResult, run_level_sync  # noqa: E402
 from specsweep.results.drift import Drift  # noqa: E402
@@ -339,7 +345,7 @@ class Cell:
     concurrency: int
     fixed_requests: int
     truth_requests: int
-    calibration: DriftCalibration | None
+    calibration: DriftBands | None
     truth_parts: list[Pass] = field(default_factory=list)
     repeats: list[Pass] = field(default_factory=list)
     ci_runs: list[Pass] = field(default_factory=list)
@@ -395,7 +401,7 @@ class Cell:
             "ratio_median": statistics.median(self.width_ratios()),
             "truth_below": sum(self.truth_out < p.out_lo for p in reps),  # misses, by side
             "truth_above": sum(self.truth_out > p.out_hi for p in reps),
-            "drift": cal.drift if cal is not None else math.nan,
+            "drift": cal.drift_at(self.concurrency).sd if cal is not None else math.nan,
             "drift_sources": sorted({str(p.drift_source) for p in reps}),
             "ci_requests_median": statistics.median(p.requests for p in ci) if ci else math.nan,
             "ci_met": share(bool(p.met) for p in ci) if ci else math.nan,
@@ -422,16 +428,20 @@ def measure(url: str, c: int, load: LoadSpec, drift: Drift | None) -> LevelMetri
     return m
 
 
-def calibrate(url: str, args: argparse.Namespace, index: int) -> DriftCalibration:
-    """The sweep's own drift calibration for a run of these levels (pipeline.VariantServer.
+def calibrate(url: str, args: argparse.Namespace, index: int) -> DriftBands:
+    """The sweep's own drift calibrations for a run of these levels (pipeline.VariantServer.
     calibrate_drift), with a seed of its own per emulated run."""
     run_load = load_spec(args, 700_000 + index, concurrency=args.levels)
-    c, load = calibration_level(run_load)
-    result = run_level_sync(url, c, load)
-    cal = DriftCalibration.from_result(result, "baseline", load.shape.label, load.num_requests(c))
-    if cal is None:
-        raise RuntimeError(f"calibration at c={c} failed: {result.metrics.error}")
-    return cal
+    points = []
+    for c, load in calibration_levels(run_load):
+        result = run_level_sync(url, c, load)
+        cal = DriftCalibration.from_result(
+            result, "baseline", load.shape.label, load.num_requests(c)
+        )
+        if cal is None:
+            raise RuntimeError(f"calibration at c={c} failed: {result.metrics.error}")
+        points.append(cal)
+    return DriftBands(tuple(points))
 
 
 def measure_cell(
@@ -441,7 +451,7 @@ def measure_cell(
     c: int,
     args: argparse.Namespace,
     index: int,
-    cal: DriftCalibration,
+    cal: DriftBands,
     clock: float,
 ) -> Cell:
     fixed = LoadSpec().num_requests(c)
@@ -451,7 +461,7 @@ def measure_cell(
     # whole waves: a part of 50 requests at c=4 ends with half a wave (two requests in flight
     # for a wave's time), which read 2-4% below the long run in a first run of this script
     part_n = c * max(1, round(long_n / (TRUTH_PARTS * c)))
-    drift = cal.as_drift
+    drift = cal.drift_at(c)
     tag = f"{profile} {server} c={c}"
 
     def truth_part(k: int) -> None:
@@ -492,7 +502,7 @@ def run_profile(
     """Both servers of one profile: the calibrations on the baseline server (first)."""
     cells: list[Cell] = []
     walls: dict[str, float] = {}
-    cals: list[DriftCalibration] = []
+    cals: list[DriftBands] = []
     for name in args.servers:
         proc, url = start_server(name, profile, args, out)
         t0 = time.monotonic()
@@ -502,10 +512,14 @@ def run_profile(
             for i, c in enumerate(args.levels):
                 if len(cals) <= i:  # the run's first server measures its drift
                     cals.append(calibrate(url, args, i))
+                    bands = ", ".join(
+                        f"c={p.concurrency} {100 * p.drift:.2f}% (passes' CV "
+                        f"{100 * p.between_cv:.2f}%)"
+                        for p in cals[i].points
+                    )
                     say(
                         f"[{time.monotonic() - clock:5.0f}s] {profile} {name}: calibration "
-                        f"{i + 1}: drift {100 * cals[i].drift:.2f}% (passes' CV "
-                        f"{100 * cals[i].between_cv:.2f}%, c={cals[i].concurrency})"
+                        f"{i + 1}: drift {bands}"
                     )
                 cells.append(measure_cell(profile, name, url, c, args, i, cals[i], clock))
         finally:
@@ -679,14 +693,17 @@ def main() -> int:
         cals = [c.calibration for c in mine if c.server == args.servers[0]]
         print(f"## {profile} (time scale {args.time_scales[profile]})\n")
         print(
-            "drift calibrations (on the baseline server, one per level's run): "
-            + ", ".join(f"{pct(cal.drift, 2)} (CV {pct(cal.between_cv, 2)})" for cal in cals if cal)
-            + (
-                f"; {cals[0].df + 1} passes of {cals[0].requests_per_pass} requests at "
-                f"c={cals[0].concurrency}\n"
-                if cals and cals[0]
-                else "\n"
+            "drift calibrations (on the baseline server, one set per level's run; "
+            f"{CALIBRATION_PASSES} passes of the run's level size at each): "
+            + "; ".join(
+                ", ".join(
+                    f"c={p.concurrency} {pct(p.drift, 2)} (CV {pct(p.between_cv, 2)})"
+                    for p in cal.points
+                )
+                for cal in cals
+                if cal
             )
+            + "\n"
         )
         for name in args.servers:
             server_cells = [c for c in mine if c.server == name]

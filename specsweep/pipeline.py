@@ -36,9 +36,10 @@ from specsweep.config.load import Shape
 from specsweep.config.secrets import resolve_env
 from specsweep.config.versions import SglangVersion, check_version, needs_version_check
 from specsweep.errors import ServerDiedError, VariantMisconfigured
-from specsweep.loadgen.calibration import DriftCalibration, calibration_level
+from specsweep.loadgen.calibration import DriftBands, DriftCalibration, calibration_levels
 from specsweep.loadgen.metrics import compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
+from specsweep.results.drift import Drift
 from specsweep.results.phases import Phases
 from specsweep.results.rows import RunContext, level_row, request_rows, skipped_level_row
 from specsweep.results.store import ResultsStore
@@ -54,6 +55,8 @@ from specsweep.targets.server_facts import ServerFacts
 from specsweep.targets.teardown import TeardownReport
 
 log = logging.getLogger(__name__)
+# a measure-more pass's prompt seed stride: no level or calibration of the run sends them
+_MORE_SEED = 15_485_863
 EXIT_GRACE_S = 1.0  # how long a crashed server may take to exit (ensure_alive)
 
 ReadyProgress = Callable[[Readiness, str], None]
@@ -144,7 +147,7 @@ class VariantServer:
         self._measured: dict[tuple[str, int], LevelResult] = {}
         stored = store.read_drift(ctx.run_id, ctx.target)
         # this run's drift on this target, once measured (by whichever server came first)
-        self.calibration = DriftCalibration.from_json(stored) if stored is not None else None
+        self.calibration = DriftBands.from_json(stored) if stored is not None else None
 
     @classmethod
     def for_variant(cls, config: SweepConfig, variant: Variant, ctx: RunContext) -> VariantServer:
@@ -319,12 +322,30 @@ class VariantServer:
         """This run has not measured its drift on this target yet (and the load asks for it)."""
         return self.load.calibrate_drift and self.calibration is None
 
-    def calibrate_drift(self, on_progress: LevelProgress | None = None) -> DriftCalibration | None:
-        """Measure this run's drift on the target (loadgen/calibration.py) and store it for
-        every later level; None (and a warning: the levels fall back to the assumed floor)
-        when the calibration level failed."""
+    def calibrate_drift(self, on_progress: LevelProgress | None = None) -> DriftBands | None:
+        """Measure this run's drift on the target (loadgen/calibration.py: at c=4 and, for
+        a wide range, at the top level) and store it for every later level; None (and a
+        warning: the levels fall back to the assumed floor) when every calibration level
+        failed. One that failed beside one that worked leaves the levels on the other."""
         self._require("calibrate-drift", ServerState.READY)
-        concurrency, load = calibration_level(self.load)
+        measured = []
+        for concurrency, load in calibration_levels(self.load):
+            if (one := self._calibrate_at(concurrency, load, on_progress)) is not None:
+                measured.append(one)
+        if not measured:
+            return None
+        bands = DriftBands(tuple(measured))
+        self.store.write_drift(self.ctx.run_id, self.ctx.target, bands.to_json())
+        self.calibration = bands
+        return bands
+
+    def drift_at(self, concurrency: int) -> Drift | None:
+        """The run's measured drift for a level at this concurrency; None before any."""
+        return self.calibration.drift_at(concurrency) if self.calibration is not None else None
+
+    def _calibrate_at(
+        self, concurrency: int, load: LoadSpec, on_progress: LevelProgress | None
+    ) -> DriftCalibration | None:
         log.info(
             "%s: measuring the run's drift: %d passes of %d requests at c=%d",
             self.label, load.repeats, load.num_requests(concurrency), concurrency,
@@ -343,17 +364,15 @@ class VariantServer:
             why = result.metrics.error or why
         if calibration is None:
             log.warning(
-                "%s: the drift calibration at c=%d failed (%s); the levels assume a drift of "
-                "+-1.5%% until a later server of this run measures it",
+                "%s: the drift calibration at c=%d failed (%s); the levels near it assume a "
+                "drift of +-1.5%% unless another calibration of this run measures it",
                 self.label, concurrency, why,
             )  # fmt: skip
             return None
-        self.store.write_drift(self.ctx.run_id, self.ctx.target, calibration.to_json())
-        self.calibration = calibration
         log.info(
-            "%s: drift %.2f%% (passes' CV %.2f%%, yield %.2f%%; %d passes at c=%d)",
-            self.label, 100 * calibration.drift, 100 * calibration.between_cv,
-            100 * calibration.yield_cv, calibration.df + 1, concurrency,
+            "%s: drift %.2f%% at c=%d (passes' CV %.2f%%, yield %.2f%%; %d passes)",
+            self.label, 100 * calibration.drift, concurrency, 100 * calibration.between_cv,
+            100 * calibration.yield_cv, calibration.df + 1,
         )  # fmt: skip
         return calibration
 
@@ -385,7 +404,7 @@ class VariantServer:
             both(0, load.num_requests(concurrency))  # the bar appears when it starts
             if self.trace is not None:
                 self.trace.skip(self._read_log())  # what ran between levels is no level's
-            drift = self.calibration.as_drift if self.calibration is not None else None
+            drift = self.drift_at(concurrency)
             result = self.host.run_level(self.server, concurrency, load, both, drift)
             shares = self.trace.level_shares(self._read_log()) if self.trace else None
             row = self._write_level(shape, concurrency, load, result, shares)
@@ -453,13 +472,13 @@ class VariantServer:
         base = self.load.for_shape(shape)
         done = prior.metrics.repeats
         extra = base.model_copy(
-            update={"repeats": step.passes, "seed": base.seed + 104_729 * done,
+            update={"repeats": step.passes, "seed": base.seed + _MORE_SEED * done,
                     "target_ci": None, "target_cv": None}
         )  # fmt: skip
         with self.phases.timed("decide_s"), self.phases.timed("benchmark_s"):
             if self.trace is not None:
                 self.trace.skip(self._read_log())
-            drift = self.calibration.as_drift if self.calibration is not None else None
+            drift = self.drift_at(step.concurrency)
             got = self.host.run_level(self.server, step.concurrency, extra, None, drift)
             records = (*prior.records, *(replace(r, repeat=r.repeat + done) for r in got.records))
             pooled = LevelResult(

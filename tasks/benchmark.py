@@ -14,22 +14,23 @@ from specsweep.progress import OffTheLoop, throttled
 
 
 @task(name="calibrate-drift", cache_policy=NO_CACHE)
-def calibrate_drift(server: VariantServer) -> float | None:
-    """This run's drift on the target (loadgen/calibration.py), before its first level;
-    None when the calibration failed (the levels then assume +-1.5%)."""
-    calibration = server.calibrate_drift()
-    if calibration is None:
+def calibrate_drift(server: VariantServer) -> dict[int, float] | None:
+    """This run's drift on the target (loadgen/calibration.py), before its first level:
+    {concurrency: drift}; None when the calibration failed (the levels then assume +-1.5%)."""
+    bands = server.calibrate_drift()
+    if bands is None:
         return None
-    get_run_logger().info(
-        "%s: drift %.2f%% per pass (CV %.2f%% over %d passes at c=%d, yield %.2f%%)",
-        server.label,
-        100 * calibration.drift,
-        100 * calibration.between_cv,
-        calibration.df + 1,
-        calibration.concurrency,
-        100 * calibration.yield_cv,
-    )
-    return calibration.drift
+    for calibration in bands.points:
+        get_run_logger().info(
+            "%s: drift %.2f%% per pass at c=%d (CV %.2f%% over %d passes, yield %.2f%%)",
+            server.label,
+            100 * calibration.drift,
+            calibration.concurrency,
+            100 * calibration.between_cv,
+            calibration.df + 1,
+            100 * calibration.yield_cv,
+        )
+    return {p.concurrency: p.drift for p in bands.points}
 
 
 @task(name="benchmark-level", cache_policy=NO_CACHE, task_run_name="{cell}")

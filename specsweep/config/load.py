@@ -126,7 +126,8 @@ class LoadSpec(_Model):
         True,
         description="Before the first level on a target, measure this run's drift (the "
         "pass-to-pass spread of throughput that no pass sees from inside) with 10 passes at "
-        "concurrency 4; every level's throughput interval uses it. false: assume +-1.5%.",
+        "concurrency 4, and 10 at the top level when it is 4x higher or more; every level's "
+        "throughput interval uses it (interpolated between the two). false: assume +-1.5%.",
     )
     max_requests: PositiveInt | None = Field(
         None,

@@ -1,20 +1,25 @@
-"""The drift calibration: one short level, repeated, that measures this run's drift.
+"""The drift calibration: short levels, repeated, that measure this run's drift.
 
 A pass's throughput moves with its requests' yield, which the pass shows, and with the
 server's and client's speed, which it does not (specsweep/results/drift.py). Before the
 first level on a target, the sweep runs ``CALIBRATION_PASSES`` passes of the run's own
 level size at ``CALIBRATION_CONCURRENCY`` (clamped to the run's levels) on the server it
-launched first (the baseline): their pass-to-pass spread beyond their yields' is the
-drift every later level of the run on that target adds to its interval. Ten passes
-give the estimate 9 degrees of freedom: a deterministic server's interval is the drift
-alone, times the t quantile (2.26 at 9 df, 1.15x the normal's; 2.57 at the 5 df of six
-passes, 1.31x, made the baselines' intervals 1.4-1.5x as wide as their passes' spread on
-a quiet machine, benchmarks/interval_coverage.py). Each pass adds about 0.4 s to the
-demo.
+launched first (the baseline), and as many at the run's top level when that is at least
+``TOP_BAND_RATIO`` times higher: their pass-to-pass spread beyond their yields' is the
+drift every later level of the run on that target adds to its interval, interpolated
+between the two in log concurrency (``DriftBands``). One calibration at c=4 cannot be
+right at c=16: there a simulated baseline streams 4,000-5,500 chunks per wall second, and
+its passes spread 2-4x the drift c=4 measured (benchmarks/interval_coverage.py, 73% and
+47% coverage); a real server's per-chunk tokenizer and detokenizer work is the same kind
+of cost. Ten passes give each estimate 9 degrees of freedom: a deterministic server's
+interval is the drift alone, times the t quantile (2.26 at 9 df, 1.15x the normal's; 2.57
+at the 5 df of six passes, 1.31x, made the baselines' intervals 1.4-1.5x as wide as their
+passes' spread on a quiet machine). Each pass adds about 0.4 s (c=4) to 0.7 s (c=16) to
+the demo.
 
 The passes have their own prompt seed (no prefix of theirs is in the server's cache when
-the levels run). What is stored (``DriftCalibration``, a JSON file beside the run's
-levels) is enough to re-derive the number.
+the levels run). What is stored (``DriftBands``: a ``DriftCalibration`` per concurrency, a
+JSON file beside the run's levels) is enough to re-derive the numbers.
 """
 
 from __future__ import annotations
@@ -22,34 +27,44 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 from specsweep.config import LoadSpec
 from specsweep.loadgen.metrics import split_passes
 from specsweep.loadgen.runner import LevelResult
-from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes
+from specsweep.results.drift import CALIBRATED, Drift, drift_from_passes, satterthwaite
 from specsweep.results.intervals import pass_parts
 
 CALIBRATION_PASSES = 10
 CALIBRATION_CONCURRENCY = 4  # low enough to be cheap, above one stream's idle gaps
+TOP_BAND_RATIO = 4  # the top level calibrates too when it is this many times the first's
 _CALIBRATION_SEED = 104_729  # added to load.seed: prompts no level sends
 
 
-def calibration_level(load: LoadSpec) -> tuple[int, LoadSpec]:
-    """(concurrency, load) of the calibration: the first shape's level size at
-    CALIBRATION_CONCURRENCY within the run's levels, CALIBRATION_PASSES passes, fixed
-    counts (no target_cv / target_ci)."""
+def calibration_levels(load: LoadSpec) -> list[tuple[int, LoadSpec]]:
+    """(concurrency, load) of each calibration, lowest first: CALIBRATION_CONCURRENCY
+    within the run's levels, then the run's top level when it is at least TOP_BAND_RATIO
+    times that; each the first shape's level size, CALIBRATION_PASSES passes, fixed counts
+    (no target_cv / target_ci) and prompts of its own."""
     levels = load.concurrency
-    concurrency = min(max(CALIBRATION_CONCURRENCY, min(levels)), max(levels))
+    low = min(max(CALIBRATION_CONCURRENCY, min(levels)), max(levels))
+    bands = [low] + ([max(levels)] if max(levels) >= TOP_BAND_RATIO * low else [])
     first = load.for_shape(load.shape)
-    return concurrency, first.model_copy(
-        update={
-            "repeats": CALIBRATION_PASSES,
-            "target_cv": None,
-            "target_ci": None,
-            "seed": first.seed + _CALIBRATION_SEED,
-        }
-    )
+    return [
+        (
+            concurrency,
+            first.model_copy(
+                update={
+                    "repeats": CALIBRATION_PASSES,
+                    "target_cv": None,
+                    "target_ci": None,
+                    "seed": first.seed + _CALIBRATION_SEED * (k + 1),
+                }
+            ),
+        )
+        for k, concurrency in enumerate(bands)
+    ]
 
 
 @dataclass(frozen=True)
@@ -110,3 +125,41 @@ class DriftCalibration:
             for k, v in data.items()
         }
         return cls(**kw)
+
+
+@dataclass(frozen=True)
+class DriftBands:
+    """A run's drift calibrations on one target, by concurrency, and the drift a level at
+    any concurrency uses: the calibrated one's, the variance interpolated linearly in log
+    concurrency between two (its degrees of freedom by Welch-Satterthwaite), the nearest
+    one's outside them."""
+
+    points: tuple[DriftCalibration, ...]  # ascending concurrency, at least one
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise ValueError("DriftBands needs at least one calibration")
+        object.__setattr__(self, "points", tuple(sorted(self.points, key=lambda p: p.concurrency)))
+
+    def drift_at(self, concurrency: int) -> Drift:
+        pts = self.points
+        if concurrency <= pts[0].concurrency:
+            return pts[0].as_drift
+        if concurrency >= pts[-1].concurrency:
+            return pts[-1].as_drift
+        lo, hi = next((a, b) for a, b in pairwise(pts) if concurrency <= b.concurrency)
+        w = math.log(concurrency / lo.concurrency) / math.log(hi.concurrency / lo.concurrency)
+        parts = [((1 - w) * lo.drift**2, lo.df), (w * hi.drift**2, hi.df)]
+        variance = sum(v for v, _ in parts)
+        df = satterthwaite(parts)
+        df = lo.df + hi.df if not math.isfinite(df) else max(1, math.floor(df))
+        return Drift(math.sqrt(variance), df, CALIBRATED)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bands": [p.to_json() for p in self.points]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DriftBands:
+        """Also reads a single calibration, as runs stored before the bands."""
+        rows = data.get("bands", [data])
+        return cls(tuple(DriftCalibration.from_json(r) for r in rows))

@@ -11,6 +11,7 @@ from specsweep.analysis.decision import HEADLINE_COLUMNS
 from specsweep.cli import app
 from specsweep.config.file import parse_config
 from specsweep.flows.step_sweep import step_sweep
+from specsweep.loadgen.calibration import DriftBands
 from specsweep.report.decision_view import decision_rows
 from specsweep.report.render import answer_markdown
 from specsweep.results.store import ResultsStore
@@ -38,7 +39,11 @@ def test_a_sweep_measures_more_where_it_decides_and_every_view_agrees(tmp_path, 
     # every level's interval carries the drift the run's calibration measured (the product's
     # default path; the other flow tests skip the calibration to save its passes)
     assert set(levels["throughput_drift_source"]) == {"calibrated"}
-    assert levels["throughput_drift"].nunique() == 1 and levels["throughput_drift"].iloc[0] > 0
+    # levels 1 and 16: calibrated at c=4 (the nearest to c=1) and at the top level, c=16
+    bands = DriftBands.from_json(store.read_drift(run_id, levels["target"].iloc[0]))
+    assert [p.concurrency for p in bands.points] == [4, 16]
+    for c, drift in zip(levels["concurrency"], levels["throughput_drift"], strict=True):
+        assert drift == bands.drift_at(c).sd > 0, (c, drift)
     base = levels[levels["variant"] == "baseline"]
     half = (base["output_throughput_hi"] - base["output_throughput_lo"]) / 2
     assert ((half / base["output_throughput"] <= 0.02) | (base["repeats"] > 1)).all()

@@ -71,16 +71,42 @@ def test_the_first_server_calibrates_and_every_later_level_uses_it(tmp_path):
     host = LevelHost([1.00, 1.02, 0.98, 1.01])
     baseline, spec = _servers(tmp_path, host)
     assert baseline.needs_calibration and spec.needs_calibration
-    cal = baseline.calibrate_drift()
-    assert cal is not None and cal.df == CALIBRATION_PASSES - 1 and cal.drift > 0.005
-    assert host.calls[0] == {"concurrency": 4, "repeats": CALIBRATION_PASSES, "drift": None}
+    bands = baseline.calibrate_drift()
+    assert bands is not None and [p.concurrency for p in bands.points] == [4, 16]
+    low, top = bands.points
+    assert low.df == CALIBRATION_PASSES - 1 and low.drift > 0.005
+    assert host.calls[:2] == [
+        {"concurrency": 4, "repeats": CALIBRATION_PASSES, "drift": None},
+        {"concurrency": 16, "repeats": CALIBRATION_PASSES, "drift": None},
+    ]
     assert "calibration_s" in baseline.phases.seconds
     row = baseline.benchmark_level(1)
-    assert host.calls[-1]["drift"] == Drift(cal.drift, CALIBRATION_PASSES - 1, "calibrated")
-    assert row["throughput_drift"] == cal.drift and row["throughput_drift_source"] == "calibrated"
+    assert host.calls[-1]["drift"] == Drift(low.drift, CALIBRATION_PASSES - 1, "calibrated")
+    assert row["throughput_drift"] == low.drift and row["throughput_drift_source"] == "calibrated"
+    spec.calibration = bands  # as the next variant reads it (below)
+    spec.benchmark_level(16)
+    assert host.calls[-1]["drift"] == top.as_drift
     # a server built later in the run (the next variant, or a resumed run) reads it back
     later = VariantServer.for_variant(_config(tmp_path), spec.variant, spec.ctx)
-    assert not later.needs_calibration and later.calibration == cal
+    assert not later.needs_calibration and later.calibration == bands
+
+
+def test_a_calibration_that_fails_at_one_band_leaves_the_other(tmp_path, caplog):
+    host = LevelHost([1.00, 1.02, 0.98, 1.01])
+    real = host.run_level
+
+    def no_top(server, concurrency, load, on_progress=None, drift=None):
+        if concurrency == 16 and drift is None:
+            raise ConnectionError("refused")
+        return real(server, concurrency, load, on_progress, drift)
+
+    host.run_level = no_top  # type: ignore[method-assign]
+    baseline, _ = _servers(tmp_path, host)
+    bands = baseline.calibrate_drift()
+    assert bands is not None and [p.concurrency for p in bands.points] == [4]
+    assert "drift calibration at c=16 failed (ConnectionError: refused)" in caplog.text
+    assert bands.drift_at(16) == bands.points[0].as_drift  # the one measured serves all
+    assert not baseline.needs_calibration
 
 
 def _config(tmp_path):

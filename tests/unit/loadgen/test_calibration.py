@@ -12,8 +12,9 @@ import pytest
 from specsweep.config import LoadSpec
 from specsweep.loadgen.calibration import (
     CALIBRATION_PASSES,
+    DriftBands,
     DriftCalibration,
-    calibration_level,
+    calibration_levels,
 )
 from specsweep.loadgen.metrics import RequestRecord, compute_level_metrics
 from specsweep.loadgen.runner import LevelResult, run_level
@@ -23,22 +24,34 @@ from tests.unit.loadgen.stub_util import fast_stub
 
 
 @pytest.mark.parametrize(
-    ("levels", "expected"), [([1, 2, 4, 8, 16, 32, 64], 4), ([1, 2], 2), ([8, 16], 8), ([4], 4)]
+    ("levels", "expected"),
+    [
+        ([1, 2, 4, 8, 16, 32, 64], [4, 64]),
+        ([1, 4, 16], [4, 16]),
+        ([1, 2, 8], [4]),
+        ([1, 2, 16], [4, 16]),
+        ([1, 2], [2]),
+        ([8, 16], [8]),  # the top within 4x of the first: one calibration covers the range
+        ([4], [4]),
+    ],
 )
-def test_the_calibration_runs_at_four_streams_within_the_runs_levels(levels, expected):
+def test_the_calibrations_run_at_four_streams_and_at_a_far_top_level(levels, expected):
     load = LoadSpec(concurrency=levels, target_ci=0.02, seed=3)
-    c, cal = calibration_level(load)
-    assert c == expected
-    assert cal.repeats == CALIBRATION_PASSES and cal.target_ci is None and cal.target_cv is None
-    assert cal.num_requests(c) == load.num_requests(c)  # the run's own pass size
-    assert cal.seed != load.seed  # prompts no level sends: nothing of them in the cache
+    got = calibration_levels(load)
+    assert [c for c, _ in got] == expected
+    for c, cal in got:
+        assert cal.repeats == CALIBRATION_PASSES and cal.target_ci is None
+        assert cal.target_cv is None
+        assert cal.num_requests(c) == load.num_requests(c)  # the run's own pass size
+        assert cal.seed != load.seed  # prompts no level sends: nothing of them in the cache
+    assert len({cal.seed for _, cal in got}) == len(got)
 
 
 def test_the_calibration_measures_the_first_shape():
     load = LoadSpec(
         shapes=[{"input_len": 64, "output_len": 16}, {"input_len": 512, "output_len": 8}]
     )
-    _, cal = calibration_level(load)
+    _, cal = calibration_levels(load)[0]
     assert (cal.input_len, cal.output_len, cal.shapes) == (64, 16, [])
 
 
@@ -89,7 +102,7 @@ def test_the_drift_travels_to_a_remote_load_generator():
 
 def test_a_calibration_level_against_the_stub_runs_its_passes():
     load = LoadSpec(concurrency=[1, 2, 4], requests_per_stream=2, output_len=4)
-    c, cal = calibration_level(load)
+    [(c, cal)] = calibration_levels(load)
 
     async def body() -> LevelResult:
         async with fast_stub() as url:
@@ -100,3 +113,36 @@ def test_a_calibration_level_against_the_stub_runs_its_passes():
     assert {r.repeat for r in result.records} == set(range(CALIBRATION_PASSES))
     got = DriftCalibration.from_result(result, "baseline", cal.shape.label, cal.num_requests(c))
     assert got is not None and got.concurrency == 4 and len(got.throughputs) == CALIBRATION_PASSES
+
+
+def _cal(concurrency: int, drift: float, df: int = 9) -> DriftCalibration:
+    return DriftCalibration(
+        drift, df, "baseline", concurrency, "in8-out8", 16, [1.0] * (df + 1), drift, 0.0, "t"
+    )
+
+
+def test_a_level_between_two_calibrations_takes_their_drift_interpolated_in_log_c():
+    bands = DriftBands((_cal(16, 0.004), _cal(4, 0.001)))  # any order in, sorted
+    assert [p.concurrency for p in bands.points] == [4, 16]
+    assert bands.drift_at(1) == Drift(0.001, 9, "calibrated")  # below: the nearest
+    assert bands.drift_at(4) == Drift(0.001, 9, "calibrated")
+    assert bands.drift_at(16) == Drift(0.004, 9, "calibrated")
+    assert bands.drift_at(64) == Drift(0.004, 9, "calibrated")  # above: the nearest
+    mid = bands.drift_at(8)  # halfway in log c: half of each variance
+    assert mid.sd == pytest.approx(math.sqrt((0.001**2 + 0.004**2) / 2))
+    v1, v2 = 0.5 * 0.001**2, 0.5 * 0.004**2  # Welch-Satterthwaite
+    assert mid.df == math.floor((v1 + v2) ** 2 / (v1 * v1 / 9 + v2 * v2 / 9))
+    assert 9 <= mid.df <= 18 and mid.source == "calibrated"
+
+
+def test_two_zero_drifts_interpolate_to_zero_with_their_pooled_freedom():
+    assert DriftBands((_cal(4, 0.0), _cal(32, 0.0))).drift_at(8) == Drift(0.0, 18, "calibrated")
+
+
+def test_bands_round_trip_and_read_a_single_calibration_stored_before_them():
+    bands = DriftBands((_cal(4, 0.001), _cal(16, 0.004)))
+    assert DriftBands.from_json(bands.to_json()) == bands
+    old = _cal(4, 0.002).to_json()  # a run stored by an earlier specsweep
+    assert DriftBands.from_json(old) == DriftBands((_cal(4, 0.002),))
+    with pytest.raises(ValueError, match="at least one"):
+        DriftBands(())
