@@ -319,22 +319,31 @@ class VariantServer:
     # --- the drift calibration ----------------------------------------------------
     @property
     def needs_calibration(self) -> bool:
-        """This run has not measured its drift on this target yet (and the load asks for it)."""
-        return self.load.calibrate_drift and self.calibration is None
+        """The load asks for the drift and this run has not measured it on this target at
+        every concurrency its levels need (a fleet host's calibration run measured level 1
+        alone: its full baseline then adds c=4 and the top level)."""
+        return self.load.calibrate_drift and bool(self._missing_bands())
+
+    def _missing_bands(self) -> list[tuple[int, LoadSpec]]:
+        have = {p.concurrency for p in self.calibration.points} if self.calibration else set()
+        return [(c, load) for c, load in calibration_levels(self.load) if c not in have]
 
     def calibrate_drift(self, on_progress: LevelProgress | None = None) -> DriftBands | None:
         """Measure this run's drift on the target (loadgen/calibration.py: at c=4 and, for
         a wide range, at the top level) and store it for every later level; None (and a
         warning: the levels fall back to the assumed floor) when every calibration level
-        failed. One that failed beside one that worked leaves the levels on the other."""
+        failed. One that failed beside one that worked leaves the levels on the other; one
+        already stored for this run and target is not measured again."""
         self._require("calibrate-drift", ServerState.READY)
-        measured = []
-        for concurrency, load in calibration_levels(self.load):
-            if (one := self._calibrate_at(concurrency, load, on_progress)) is not None:
-                measured.append(one)
-        if not measured:
+        measured = list(self.calibration.points) if self.calibration is not None else []
+        new = [
+            one
+            for concurrency, load in self._missing_bands()
+            if (one := self._calibrate_at(concurrency, load, on_progress)) is not None
+        ]
+        if not new:
             return None
-        bands = DriftBands(tuple(measured))
+        bands = DriftBands((*measured, *new))
         self.store.write_drift(self.ctx.run_id, self.ctx.target, bands.to_json())
         self.calibration = bands
         return bands
@@ -364,8 +373,8 @@ class VariantServer:
             why = result.metrics.error or why
         if calibration is None:
             log.warning(
-                "%s: the drift calibration at c=%d failed (%s); the levels near it assume a "
-                "drift of +-1.5%% unless another calibration of this run measures it",
+                "%s: the drift calibration at c=%d failed (%s); the levels use the run's other "
+                "calibrations, or assume a drift of +-1.5%% until one succeeds",
                 self.label, concurrency, why,
             )  # fmt: skip
             return None

@@ -106,7 +106,30 @@ def test_a_calibration_that_fails_at_one_band_leaves_the_other(tmp_path, caplog)
     assert bands is not None and [p.concurrency for p in bands.points] == [4]
     assert "drift calibration at c=16 failed (ConnectionError: refused)" in caplog.text
     assert bands.drift_at(16) == bands.points[0].as_drift  # the one measured serves all
+    assert baseline.needs_calibration  # the next server tries c=16 again, c=4 is kept
+    host.run_level = real  # type: ignore[method-assign]
+    calls = len(host.calls)
+    again = baseline.calibrate_drift()
+    assert again is not None and [p.concurrency for p in again.points] == [4, 16]
+    assert [c["concurrency"] for c in host.calls[calls:]] == [16]
     assert not baseline.needs_calibration
+
+
+def test_a_server_whose_levels_need_more_bands_adds_them_to_the_stored_ones(tmp_path):
+    """A fleet host's calibration run measures level 1 alone (its drift at c=1); the
+    host's full baseline in the same run then adds c=4 and c=16, and keeps c=1."""
+    host = LevelHost([1.00, 1.02, 0.98, 1.01])
+    narrow, _ = _servers(tmp_path, host, concurrency=[1])
+    first = narrow.calibrate_drift()
+    assert first is not None and [p.concurrency for p in first.points] == [1]
+    wide, _ = _servers(tmp_path, host)  # levels 1, 4, 16; reads the stored c=1
+    assert wide.calibration == first and wide.needs_calibration
+    calls = len(host.calls)
+    bands = wide.calibrate_drift()
+    assert bands is not None and [p.concurrency for p in bands.points] == [1, 4, 16]
+    assert [c["concurrency"] for c in host.calls[calls:]] == [4, 16]
+    assert bands.points[0] == first.points[0]
+    assert wide.drift_at(1) == first.points[0].as_drift
 
 
 def _config(tmp_path):
