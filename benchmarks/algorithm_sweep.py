@@ -85,14 +85,20 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from simbench import code_state, prefect_here, say, sim_server, time_scale  # noqa: E402
+from simbench import (  # noqa: E402
+    PACED_MIN_SCALE,
+    code_state,
+    paced_scale,
+    prefect_here,
+    say,
+    sim_server,
+)
 
 PROFILES = ("default", "llama-3.1-8b-eagle3-h200")
 LEVELS = [1, 2, 4, 8, 16, 32]
@@ -100,12 +106,11 @@ INPUT, OUTPUT = 128, 128
 MRR = 64
 NEAR = 0.02  # truth configs within 2% of the truth's best are all right answers
 PIVOT_TOLERANCE = 0.15
-RATE = 10_000.0  # the most chunks per wall second the top level's baseline may stream
+MIN_SCALE = PACED_MIN_SCALE  # time never runs faster (--min-scale overrides)
 TRUTH_REQUESTS = 600  # requests per closed-loop truth, after as many to warm it up
 # The verdict's truth: the simulator's scheduler in virtual time (closed_loop_throughput).
 # --analytic: decode only, prefill ignored (mixed_throughput), the truth of the first runs.
 ANALYTIC = False
-MIN_SCALE = 0.1  # time never runs faster (decision_accuracy's scale)
 ALGORITHMS: dict[str, Any] = {
     "eagle3": {"draft_model_path": "sim/eagle3", "num_steps": [2, 4]},
     "frozen_kv_mtp": {"draft_model_path": "sim/mtp", "num_steps": [2]},
@@ -155,12 +160,9 @@ def sweep_config(profile: str, out: Path):
 
 
 def scale(profile: str) -> float:
-    """The profile's time scale: 0.1 (decision_accuracy's), or slower where the baseline at
-    the top level would stream more than RATE chunks per wall second (one per token): past
-    that the shared CPU, not the model, sets the throughput (a llama-3.1-8b-eagle3-h200 run
-    at 0.1 measured its baseline at c=32 at 80% of the model's, and at 35% on a loaded box)."""
-    args = SimpleNamespace(time_scale=None, stream_interval=1, rate=RATE, min_step_ms=0.0)
-    return max(MIN_SCALE, time_scale(profile, LEVELS, args, MRR))
+    """The profile's time scale (simbench.paced_scale: at most ``RATE`` = PACED_RATE chunks
+    per wall second at the top level, never faster than MIN_SCALE)."""
+    return paced_scale(profile, LEVELS, MRR, MIN_SCALE)
 
 
 def launched_spec(command: str, env: dict[str, str]):

@@ -22,6 +22,14 @@ at the run's mean decode context; long outputs, so prefill is a small share). Pe
 - **extra server time**: the run's ``decide_s`` (server seconds measuring more) over the
   time its servers were held.
 
+The simulator runs at ``simbench.paced_scale``: 0.1, or slower where the baseline at
+c=32 would stream more than 10,000 chunks per wall second (the 8B profile: 0.48). Until
+2026-12-06 both profiles ran at 0.1: the 8B one's levels from c=8 up lasted 0.4-1.6 s of
+wall time at 20,000-45,000 chunks per second, more than the simulator's CPU serves, and
+their passes spread 12-21% (its drift calibration at c=32: 15,188-28,827 tok/s over ten
+passes). A single drift measured at c=4 (0.3%) hid that; measured at c=32 too, the
+intervals there were +-40-60% and the 8B answer "not decided" (decide 0/6 winners right).
+
 PASS when, over both profiles, ``decide`` gets at least as many winners right and as many
 pivots within 15% as ``planned``, and every winner outside a truth near-tie is right.
 
@@ -41,7 +49,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from simbench import code_state, prefect_here, run_sweep, say, sim_server  # noqa: E402
+from simbench import (  # noqa: E402
+    code_state,
+    paced_scale,
+    prefect_here,
+    run_sweep,
+    say,
+    sim_server,
+)
 
 PROFILES = {"default": [1, 3, 5], "llama-3.1-8b-eagle3-h200": [1, 3, 5]}
 LEVELS = [1, 2, 4, 8, 16, 32]
@@ -84,7 +99,7 @@ def sweep_config(profile: str, steps: list[int], budget: float | None, out: Path
             "name": f"accuracy-{profile}",
             "target": {"kind": "local", "name": "bench", "workdir": str(out / "work")},
             "results_dir": str(out / "results"),
-            "server": sim_server(profile, 64),
+            "server": sim_server(profile, 64, paced_scale(profile, LEVELS, 64)),
             "step_sweep": {
                 "algorithm": "EAGLE3",
                 "draft_model_path": "sim/draft",
@@ -190,7 +205,10 @@ def main() -> int:
         steps = PROFILES[profile]
         for mode, budget in (("planned", 0.0), ("decide", None)):
             where = out / f"{profile}-{mode}"
-            say(f"{profile} / {mode}: sweeping steps {steps} at c={LEVELS}")
+            say(
+                f"{profile} / {mode}: sweeping steps {steps} at c={LEVELS}, time scale "
+                f"{paced_scale(profile, LEVELS, 64):g}"
+            )
             run_id, failure = run_sweep(sweep_config(profile, steps, budget, where))
             if failure or run_id is None:
                 say(f"  FAILED: {failure}")

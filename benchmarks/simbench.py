@@ -67,6 +67,25 @@ def time_scale(ref: str, levels: list[int], args: Any, mrr: int = 64) -> float:
     return math.ceil(float(f"{scale:.3g}") * 100) / 100
 
 
+PACED_RATE = 10_000.0  # the most chunks per wall second the top level's baseline may stream
+PACED_MIN_SCALE = 0.1  # time never runs faster
+
+
+def paced_scale(
+    profile: str, levels: list[int], mrr: int = 64, min_scale: float = PACED_MIN_SCALE
+) -> float:
+    """The profile's time scale for a sweep of these levels: 0.1, or slower where the
+    baseline at the top level would stream more than PACED_RATE chunks per wall second (one
+    per token): past that the shared CPU, not the model, sets the throughput (a
+    llama-3.1-8b-eagle3-h200 run at 0.1 measured its baseline at c=32 at 80% of the
+    model's, and at 35% on a loaded box; its drift calibration at c=32 read 21%);
+    never faster than `min_scale`."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(time_scale=None, stream_interval=1, rate=PACED_RATE, min_step_ms=0.0)
+    return max(min_scale, time_scale(profile, levels, args, mrr))
+
+
 def sim_server(profile: str, mrr: int = 64, scale: float = 0.1) -> dict[str, Any]:
     """The `server` section of a benchmark's sweep on the simulator: a loopback port, one
     max_running_requests for every variant, the time scale and short load and warmup."""
