@@ -5,8 +5,9 @@ For each simulator profile (``default``, ``llama-3.1-8b-eagle3-h200``) one algor
 (``specsweep.flows.algorithm_sweep`` in this process, on Prefect's ephemeral API, as
 ``specsweep run algorithm-sweep`` does) on the bundled real prompts (``prompts: builtin``:
 chat, code, reasoning, summarisation), with the default measure-more budget. Time runs at
-scale ``MIN_SCALE`` = 0.1 (decision_accuracy's), slower for a profile whose baseline at c=32
-would stream more than ``RATE`` chunks per wall second (the llama profile: 0.48): past that
+scale ``MIN_SCALE`` = 0.1, slower for a profile whose baseline at c=32 would stream more
+than ``simbench.PACED_RATE`` chunks per wall second (``simbench.paced_scale``, shared with
+decision_accuracy; the llama profile: 0.48): past that
 the shared CPU, not the model, sets what is measured. ``--min-scale`` runs slower: at 0.5
 the default profile measured the same pivots within 7% (frozen-kv-mtp 26.7 -> 26.4,
 eagle3-s4 7.5 -> 7.0; 2026-12-03) in 9 minutes instead of 3, so 0.1 stays.
@@ -57,7 +58,7 @@ than the ratio errors the pivots tolerate, neither in the decision logic:
   of a step that lasts 3.2 ms at scale 0.48, and each lockstep wave's 32 new requests
   reach the scheduler late and over several steps. Measured / truth at c=32, 8 requests
   per stream: default profile 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at 1.0; 8B profile
-  0.957-0.964 at 0.48, 0.983-0.985 at 1.5 (three runs). ``RATE`` (10,000 chunks per wall
+  0.957-0.964 at 0.48, 0.983-0.985 at 1.5 (three runs). ``PACED_RATE`` (10,000 chunks per wall
   second) admits most of a core to the server's chunks alone.
 - a speculative server reads high because each pass starts its C streams at once: their
   first requests prefill in one step and end close together, so for a while a few grouped
@@ -160,8 +161,8 @@ def sweep_config(profile: str, out: Path):
 
 
 def scale(profile: str) -> float:
-    """The profile's time scale (simbench.paced_scale: at most ``RATE`` = PACED_RATE chunks
-    per wall second at the top level, never faster than MIN_SCALE)."""
+    """The profile's time scale (simbench.paced_scale: at most PACED_RATE chunks per wall
+    second at the top level, never faster than MIN_SCALE)."""
     return paced_scale(profile, LEVELS, MRR, MIN_SCALE)
 
 

@@ -33,7 +33,7 @@ intervals there were +-40-60% and the 8B answer "not decided" (decide 0/6 winner
 PASS when, over both profiles, ``decide`` gets at least as many winners right and as many
 pivots within 15% as ``planned``, and every winner outside a truth near-tie is right.
 
-    .venv/bin/python benchmarks/decision_accuracy.py            # ~6 min on 2 CPUs
+    .venv/bin/python benchmarks/decision_accuracy.py            # ~18 min on 2 CPUs
 """
 
 from __future__ import annotations
