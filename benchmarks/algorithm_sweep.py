@@ -15,8 +15,10 @@ eagle3-s4 7.5 -> 7.0; 2026-12-03) in 9 minutes instead of 3, so 0.1 stays.
 Ground truth is the simulator's own model: its scheduler run in virtual time
 (``closed_loop_throughput``: specsweep/sim/engine.py's loop, a prefill step per admitted
 batch, ragged ends, accept lengths drawn per request and category, the client's
-turnaround at zero), with decision_accuracy.py's convention extended to every algorithm
-and to a category mix:
+turnaround at zero), its C streams started at phases spread over a request (``spread``:
+what the load generator's warm-in sets up since 2026-12-06, ``load.phases: spread``, and
+what users' requests arriving at their own times give a server), with decision_accuracy.py's
+convention extended to every algorithm and to a category mix:
 
 - each variant's ``SpecConfig`` is what the simulated server resolves from the variant's
   exact command (``sim.server_args``: NGRAM's breadth, DFLASH's block, overlap), so the truth
@@ -283,7 +285,7 @@ def truth(profile: str, specs: dict[str, Any], mix: dict[str, float], analytic: 
         if analytic:
             return mixed_throughput(p, c, specs[name], ctx, mix)
         if (c, name) not in cache:
-            cache[c, name] = closed_loop_throughput(p, c, specs[name], mix)
+            cache[c, name] = closed_loop_throughput(p, c, specs[name], mix, spread=True)
         return cache[c, name]
 
     table = {c: {n: tput(c, n) for n in specs} for c in LEVELS}

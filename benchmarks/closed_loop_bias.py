@@ -145,12 +145,12 @@ def main() -> int:
         spec = launched_spec(
             "x specsweep.sim.launch_server --model-path sim/llama " + " ".join(extra), env
         )
-        steady = closed_loop_throughput(p, c, spec, MIX)
+        lockstep = closed_loop_throughput(p, c, spec, MIX)
         synced = synchronized_pass(p, c, spec, k)
-        spread = closed_loop_throughput(p, c, spec, MIX, spread=True)
+        steady = closed_loop_throughput(p, c, spec, MIX, spread=True)
         print(
-            f"  {name:<16} steady {steady:8.1f} tok/s   pass model {synced / steady:.3f}x"
-            f"   spread phases {spread / steady:.3f}x"
+            f"  {name:<16} steady {steady:8.1f} tok/s (spread phases)   lockstep "
+            f"{lockstep / steady:.3f}x   synchronized pass {synced / steady:.3f}x"
         )
         for scale in args.scales:
             got = measure(args.profile, scale, c, k, extra)

@@ -5,10 +5,9 @@ the level's long-run throughput 95% of the time, and should be no wider than tha
 With a measured drift (specsweep/results/drift.py) an interval is Student's t over the
 pass's yield variance (its requests' tokens per server step, grouped where a lag-1 test
 finds neighbours correlated) plus the run's drift, measured by a calibration level of 10
-passes on the first server (specsweep/loadgen/calibration.py), its upper end reaching the
-rate the pass would have read without its drain's loss (specsweep/results/intervals.py,
-``drain_loss``: a short pass ends with fewer than C requests in flight, a long run
-hardly). This script checks both
+passes on the first server (specsweep/loadgen/calibration.py), around the pass's
+throughput over its window (the server at C streams after a warm-in that spread the
+streams' phases; no ramp, no drain: docs/metrics.md). This script checks both
 claims on the embedded simulator, for two profiles (``default`` and
 ``llama-3.1-8b-eagle3-h200``, SPECSWEEP_SIM_PROFILE on the server) and, on each, a
 baseline server and one EAGLE-3 server (3 steps, topk 1, 4 draft tokens;
@@ -28,7 +27,8 @@ emulates one run of the sweep:
    after each third of them: on a shared machine the long-run rate moves with its load,
    and the truth should be that of the repeats' time; the parts' spread is printed) with
    ``requests_per_level`` set; the truth is their tokens (requests) over their summed
-   durations.
+   windows (each part read as a pass is: the server at C streams, from its first C
+   requests' first tokens to its (N-C+1)-th end, docs/metrics.md).
 3. **Coverage**: the level at today's default size (``LoadSpec()``: 4 requests per stream,
    at least 8; one warmup request per stream, one pass) ``--repeats`` times (30), each
    with its own seed and the calibration's drift; the share of the intervals that hold
@@ -322,6 +322,7 @@ class Pass:
     passes: int
     met: bool | None
     duration_s: float
+    window_s: float  # the window its throughput was read over (metrics.py)
     output_tokens: int
     completed: int
     drift_source: str | None
@@ -340,6 +341,7 @@ class Pass:
             passes=m.repeats,
             met=m.target_ci_met,
             duration_s=m.duration_s,
+            window_s=m.steady_window_s,
             output_tokens=m.output_tokens,
             completed=m.completed,
             drift_source=m.throughput_drift_source,
@@ -369,18 +371,18 @@ class Cell:
     repeats: list[Pass] = field(default_factory=list)
     ci_runs: list[Pass] = field(default_factory=list)
 
-    # truth: the long level's tokens and requests over its duration (all its parts)
+    # truth: the long level's rates over its windows (all its parts), as a pass is read
     @property
     def truth_out(self) -> float:
-        return sum(h.output_tokens for h in self.truth_parts) / self.truth_duration
+        return sum(h.out * h.window_s for h in self.truth_parts) / self.truth_duration
 
     @property
     def truth_req(self) -> float:
-        return sum(h.completed for h in self.truth_parts) / self.truth_duration
+        return sum(h.req * h.window_s for h in self.truth_parts) / self.truth_duration
 
     @property
     def truth_duration(self) -> float:
-        return sum(h.duration_s for h in self.truth_parts)
+        return sum(h.window_s for h in self.truth_parts)
 
     @property
     def truth_spread(self) -> float:

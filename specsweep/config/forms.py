@@ -213,8 +213,8 @@ LOAD = Fold(
                     "sizing": (
                         "Requests per level, warmup, timeouts, the error budget, the seed "
                         "and further load shapes.",
-                        "requests_per_level warmup_requests request_timeout_s max_error_rate "
-                        "seed shapes",
+                        "requests_per_level warmup_requests phases request_timeout_s "
+                        "max_error_rate seed shapes",
                     ),
                     "text": (
                         "Text prompts: your own dataset, its format, prompt length, the endpoint.",

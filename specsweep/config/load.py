@@ -84,6 +84,14 @@ class LoadSpec(_Model):
     warmup_requests: int = Field(
         -1, ge=-1, description="Unmeasured requests before each level; -1 = one per stream."
     )
+    phases: Literal["spread", "together"] = Field(
+        "spread",
+        description="'spread': the last C warmup requests ask for 1/C .. C/C of the output "
+        "length, so the streams enter the measured passes at phases spread over a request, "
+        "as users' requests arrive. 'together': every warmup request at full length, the "
+        "streams in step, as sglang.bench_serving runs (a deterministic server then keeps "
+        "its requests ending in waves, which flatters it at high concurrency).",
+    )
     seed: int = Field(0, description="Seed of the random prompt token ids.")
     request_timeout_s: float = Field(600.0, gt=0, description="Per-request timeout.")
     max_error_rate: float = Field(

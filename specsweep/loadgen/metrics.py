@@ -15,14 +15,17 @@ error_rate                 failed / all requests
 duration_s                 last end - first start over all requests of the pass
 input_tokens               prompt tokens of ok requests (server-reported when it says)
 output_tokens              output tokens of ok requests
-request_throughput         completed / duration_s
-output_throughput          output_tokens / duration_s
-total_throughput           (input_tokens + output_tokens) / duration_s
+steady_window_s            the pass's window: from when the last of its first C requests
+                           got its first token, to its (N-C+1)-th request end (from then
+                           on fewer than C of its own can be in flight); its whole span
+                           when it has none
+output_throughput          output tokens arriving inside the window, from any request of
+                           the level (the passes run as one closed loop) / its length
+request_throughput         requests arriving inside the window (each chunk its share of
+                           its request) / its length
+total_throughput           output_throughput x (input_tokens + output_tokens) / output_tokens
 achieved_concurrency       sum of ok e2e latencies / duration_s
-steady_output_throughput   output tokens arriving inside the steady window / its length
-steady_window_s            from when the last of the first C requests got its first token,
-                           to the (N-C+1)-th request end: from then on fewer than C
-                           requests can be in flight, as only N are sent
+steady_output_throughput   output_throughput (a separate number before schema 9)
 ttft_ms_*                  first token-carrying chunk - send time
 itl_ms_*                   per token: a chunk of n tokens g ms after the previous chunk
                            counts n gaps of g/n ms; the first chunk gives none
@@ -47,6 +50,10 @@ status / error             "failed" when nothing completed or error_rate > max; 
                            common error as "k of n requests: message"
 =========================  ===============================================================
 
+The window leaves out a pass's ramp and drain, where fewer than C of the level's requests
+are in flight: a level is one closed loop from its warm-in to its last pass's drain
+(loadgen/streams.py), so a pass's window is the server at C streams throughout.
+
 Percentiles (p50/p90/p99) interpolate linearly like numpy's default. Over
 several passes the level's summary pools the latency samples and counts of all
 passes, sums durations and windows, and averages the throughputs over passes.
@@ -65,9 +72,8 @@ from specsweep.results.drift import ASSUMED, Drift
 from specsweep.results.intervals import (
     NAN,
     Interval,
+    pass_rates,
     percentile_intervals,
-    steady_tokens,
-    steady_window,
     throughput_intervals,
 )
 
@@ -263,9 +269,12 @@ def latency_intervals(
 
 
 def _throughput_bounds(
-    passes: Sequence[Sequence[RequestRecord]], concurrency: int, drift: Drift | None
+    passes: Sequence[Sequence[RequestRecord]],
+    concurrency: int,
+    drift: Drift | None,
+    level: Sequence[RequestRecord] | None = None,
 ) -> dict[str, Any]:
-    out, req = throughput_intervals(passes, concurrency, drift)
+    out, req = throughput_intervals(passes, concurrency, drift, level)
     measured = drift is not None and drift.measured
     return {
         "output_throughput_lo": out.lo,
@@ -290,9 +299,13 @@ def compute_pass_metrics(
     concurrency: int,
     max_error_rate: float,
     drift: Drift | None = None,
+    level: Sequence[RequestRecord] | None = None,
 ) -> LevelMetrics:
     """Summarise one measured pass; failed requests count towards the error rate only.
-    ``drift``: the run's measured drift for the throughput intervals (None: assumed)."""
+    ``drift``: the run's measured drift for the throughput intervals (None: assumed);
+    ``level``: every record of its level (default: the pass's own), whose tokens in the
+    pass's window count for its throughput."""
+    level = records if level is None else level
     done = [r for r in records if r.ok]
     failed = len(records) - len(done)
     error_rate = failed / len(records) if records else 0.0
@@ -312,8 +325,7 @@ def compute_pass_metrics(
     spec = [r for r in done if r.spec_verify_ct is not None]
     verify_ct = sum(r.spec_verify_ct or 0 for r in spec)
     accept_length = sum(r.output_tokens for r in spec) / verify_ct if verify_ct > 0 else None
-    t0, t1 = steady_window(records, concurrency)
-    window = max(t1 - t0, 0.0)
+    output_rate, request_rate, window = pass_rates(records, level, concurrency)
 
     status = "failed" if not done or error_rate > max_error_rate else "ok"
     latency = {**_stats_ms("ttft", ttfts), **_stats_ms("itl", itls)}
@@ -325,11 +337,11 @@ def compute_pass_metrics(
         duration_s=duration,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        request_throughput=_ratio(len(done), duration),
-        output_throughput=_ratio(output_tokens, duration),
-        total_throughput=_ratio(input_tokens + output_tokens, duration),
+        request_throughput=request_rate,
+        output_throughput=output_rate,
+        total_throughput=output_rate * _ratio(input_tokens + output_tokens, output_tokens),
         achieved_concurrency=_ratio(math.fsum(e2es), duration),
-        steady_output_throughput=_ratio(steady_tokens(records, t0, t1), window),
+        steady_output_throughput=output_rate,
         steady_window_s=window,
         **latency,
         **_stats_ms("tpot", tpots),
@@ -340,7 +352,7 @@ def compute_pass_metrics(
         output_throughput_cv=NAN,
         status=status,
         error=_error_summary(records),
-        **_throughput_bounds([records], concurrency, drift),
+        **_throughput_bounds([records], concurrency, drift, level),
         **latency_intervals(done, latency),
         chunk_tokens_unknown=sum(not r.chunk_tokens_known for r in done),
     )
@@ -404,7 +416,7 @@ def compute_level_metrics(
 ) -> LevelMetrics:
     """Summarise one level from its stored records, whatever number of passes they hold."""
     passes = [
-        compute_pass_metrics(group, concurrency, max_error_rate, drift)
+        compute_pass_metrics(group, concurrency, max_error_rate, drift, records)
         for group in split_passes(records)
     ]
     return combine_passes(passes, records, concurrency, max_error_rate, drift)

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -81,15 +84,29 @@ class RequestFactory:
             )
 
     def warmup(self) -> list[PreparedRequest]:
+        """The warm-in: ``load.num_warmup`` requests whose last C ask for 1/C, 2/C, ... C/C
+        of their output length (``load.phases`` "spread", the default; "together": all at
+        full length), so the streams finish them one after another and enter the first
+        pass at phases spread over a request, as a server's users do. Started
+        together on a length each, the streams would all end their first requests in
+        one wave (a deterministic server keeps that lockstep for good, a speculative one
+        for several requests), and a pass would measure the wave, not the steady state
+        (docs/metrics.md)."""
         n = self.load.num_warmup(self.concurrency)
         seed = level_seed(self.load.seed, self.concurrency, warmup=True)
         if self.workload is None:
-            return self._random(n, seed)
-        records = self.workload.records  # the end of the level's order, far from the passes
-        if self.replay:
-            return self._build(pick_in_order(records, n, len(records) - n), seed)
-        order = level_seed(self.load.seed, self.concurrency)
-        return self._build(pick_shuffled(records, order, n, len(records) - n), seed)
+            requests = self._random(n, seed)
+        else:
+            records = self.workload.records  # the end of the level's order, far from passes
+            if self.replay:
+                picked = pick_in_order(records, n, len(records) - n)
+            else:
+                order = level_seed(self.load.seed, self.concurrency)
+                picked = pick_shuffled(records, order, n, len(records) - n)
+            requests = self._build(picked, seed)
+        if self.load.phases == "together":
+            return requests
+        return stagger(requests, self.concurrency, self.load.output_len, self._shorter)
 
     def measured(self, repeat: int) -> list[PreparedRequest]:
         n = self.load.num_requests(self.concurrency)
@@ -101,6 +118,16 @@ class RequestFactory:
             return self._build(pick_in_order(records, n, repeat * n), seed)
         order = level_seed(self.load.seed, self.concurrency)
         return self._build(pick_shuffled(records, order, n, repeat * n), seed)
+
+    def _shorter(self, request: PreparedRequest, output_len: int) -> PreparedRequest:
+        """The same request asking for ``output_len`` tokens (its body re-encoded)."""
+        body = orjson.loads(request.wire.split(b"\r\n\r\n", 1)[1])
+        if "sampling_params" in body:
+            body["sampling_params"]["max_new_tokens"] = output_len
+        else:
+            body["max_tokens"] = output_len
+        wire = build_request(self.host, self.port, self.path, orjson.dumps(body))
+        return replace(request, wire=wire, output_len=output_len)
 
     def _random(self, n: int, seed: int) -> list[PreparedRequest]:
         input_len = self.load.input_len
@@ -178,6 +205,24 @@ class RequestFactory:
             category=category,
             output_len=out,
         )
+
+
+def stagger(
+    requests: list[PreparedRequest],
+    concurrency: int,
+    default_len: int,
+    shorten: Callable[[PreparedRequest, int], PreparedRequest],
+) -> list[PreparedRequest]:
+    """The last ``concurrency`` requests asking for (j + 1) / C of their output length
+    (j = 0 .. C-1; at least one token): their bytes rebuilt with the shorter length."""
+    spread = requests[-concurrency:] if concurrency > 0 else []
+    head = requests[: len(requests) - len(spread)]
+    out = list(head)
+    for j, request in enumerate(spread):
+        full = request.output_len or default_len
+        length = max(1, math.ceil(full * (j + 1) / len(spread)))
+        out.append(request if length == full else shorten(request, length))
+    return out
 
 
 def _get_model(base_url: str, timeout_s: float) -> str:

@@ -1,23 +1,30 @@
-"""Closed-loop load at one concurrency level: warmup, then one or more measured passes.
+"""Closed-loop load at one concurrency level: a warm-in, then one or more measured passes.
 
 Closed loop means C streams each send a request, wait for it to finish, and
 send the next: the server sees exactly C streams in flight (apart from the
 short gaps between requests), which is the regime where speculative decoding's
-benefit shrinks as batches grow. Streams pull indices from a shared counter, so
-no more than C requests are ever in flight and exactly N are sent per pass.
+benefit shrinks as batches grow. Streams pull from one shared queue, so no more
+than C requests are ever in flight and exactly N are sent per pass.
 
-A level warms up once, then runs ``load.repeats`` passes back to back (each
-with fresh prompts, so no pass is served from the prefix cache of another);
-with ``load.target_cv`` it adds passes until the output throughput's
-coefficient of variation is at most the target, or ``load.max_repeats`` is hit;
-with ``load.target_ci`` until the 95% interval of the output throughput (pooled
-over the passes, specsweep/results/intervals.py) is within the target, or the next pass
-would pass ``load.max_requests`` or start after ``load.max_level_s``.
+The warm-in and the ``load.repeats`` passes are one queue (streams.Segment): no
+stream waits for the others between them. The warm-in's requests ask for 1/C ..
+C/C of the output length (payloads.stagger), so the streams enter the first pass
+at phases spread over a request, as users' requests arrive, and stay so; a pass
+is read over its window, where C of the level's requests are in flight (metrics.py).
+Started together, every stream's first request would end in one wave, which a
+deterministic server keeps for good and a speculative one for several requests
+(docs/metrics.md). Each pass has fresh prompts, so none is served from the prefix
+cache of another. With ``load.target_cv`` passes are added until the output
+throughput's coefficient of variation is at most the target, or ``load.max_repeats``
+is hit; with ``load.target_ci`` until the 95% interval of the output throughput
+(pooled over the passes, specsweep/results/intervals.py) is within the target, or the
+next pass would pass ``load.max_requests`` or start after ``load.max_level_s``. An
+added pass is decided once the loop has drained, so it runs after a warm-in of its own.
 
 With ``workers`` > 1 the C streams are split over that many processes, each
-with its own event loop and its own share of the N requests: the closed loop
-is then per process (a process whose share ran out does not take over another
-one's queue), which only shortens the steady state at the very end of a pass.
+with its own event loop and its own share of the warm-in and of each pass: the
+closed loop is then per process (a process whose share ran out does not take over
+another one's queue), which only shortens the window at the very end of a pass.
 """
 
 from __future__ import annotations
@@ -46,7 +53,14 @@ from specsweep.loadgen.metrics import (
     throughput_cv,
 )
 from specsweep.loadgen.payloads import RequestFactory, discover_model
-from specsweep.loadgen.streams import LocalRunner, PassRunner, gc_paused, new_event_loop
+from specsweep.loadgen.streams import (
+    WARMUP,
+    LocalRunner,
+    PassRunner,
+    Segment,
+    gc_paused,
+    new_event_loop,
+)
 from specsweep.results.drift import Drift
 from specsweep.results.intervals import throughput_intervals
 
@@ -148,43 +162,45 @@ async def run_level(
     else:
         runner = LocalRunner(base_url, concurrency, load.request_timeout_s)
     n_requests = load.num_requests(concurrency)
-    planned = load.repeats
     passes: list[LevelMetrics] = []
     records: list[RequestRecord] = []
     asked: dict[tuple[int, int], int] = {}  # (pass, index) -> output tokens asked for
+    planned = load.repeats
+
+    def segments(first: int, count: int) -> list[Segment]:
+        """A warm-in, then passes first .. first + count - 1: one closed loop."""
+        out = [Segment(WARMUP, factory.warmup())]
+        for repeat in range(first, first + count):
+            requests = factory.measured(repeat)
+            for i, request in enumerate(requests):
+                asked[repeat, i] = request.output_len or load.output_len
+            out.append(Segment(repeat, requests))
+        return out
+
     try:
         with gc_paused():
-            warm = await runner.run(factory.warmup(), repeat=0)
-            bad = [r for r in warm if not r.ok]
-            if bad:
-                logger.warning(
-                    "c=%d: %d of %d warmup requests failed (first: %s)",
-                    concurrency,
-                    len(bad),
-                    len(warm),
-                    bad[0].error,
-                )
             perf_origin = perf_counter()
             started_at = datetime.now(UTC)
+            todo = segments(0, planned)
+            while todo:
 
-            def progress(done: int) -> None:  # counts over all passes planned so far
-                if on_progress is not None:
-                    on_progress(len(passes) * n_requests + done, planned * n_requests)
+                def progress(done: int, before: int = len(records), total: int = planned) -> None:
+                    if on_progress is not None:  # counts over all passes planned so far
+                        on_progress(before + done, total * n_requests)
 
-            while len(passes) < planned:
-                repeat = len(passes)
-                requests = factory.measured(repeat)
-                for i, request in enumerate(requests):
-                    asked[repeat, i] = request.output_len or load.output_len
-                got = await runner.run(requests, repeat, progress)
-                gc.collect()  # between passes, where no clock is running
-                records.extend(got)
-                passes.append(compute_pass_metrics(got, concurrency, load.max_error_rate, drift))
+                got = await runner.run(todo, progress)
+                gc.collect()  # between closed loops, where no clock is running
+                _warn_warmup(concurrency, [r for r in got if r.repeat == WARMUP])
+                records.extend(r for r in got if r.repeat != WARMUP)
+                passes = [
+                    compute_pass_metrics(group, concurrency, load.max_error_rate, drift, records)
+                    for group in split_passes(records)
+                ]
                 elapsed = perf_counter() - perf_origin
-                if len(passes) == planned and _more_passes(
-                    passes, records, load, concurrency, elapsed, drift
-                ):
+                todo = []
+                if _more_passes(passes, records, load, concurrency, elapsed, drift):
                     planned += 1
+                    todo = segments(len(passes), 1)
             ended_at = datetime.now(UTC)
     finally:
         await runner.aclose()
@@ -200,6 +216,18 @@ async def run_level(
         repeats=tuple(passes),
         perf_origin=perf_origin,
     )
+
+
+def _warn_warmup(concurrency: int, warm: Sequence[RequestRecord]) -> None:
+    bad = [r for r in warm if not r.ok]
+    if bad:
+        logger.warning(
+            "c=%d: %d of %d warmup requests failed (first: %s)",
+            concurrency,
+            len(bad),
+            len(warm),
+            bad[0].error,
+        )
 
 
 def _log_level(

@@ -7,6 +7,7 @@ import asyncio
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
 from specsweep.loadgen.client import PreparedRequest, stream_request
@@ -52,16 +53,38 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+WARMUP = -1  # the ``repeat`` of a warm-in request: sent to set the streams' phases, not kept
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Requests of one pass (``repeat`` >= 0) or of the warm-in (``WARMUP``), in order."""
+
+    repeat: int
+    requests: Sequence[PreparedRequest]
+    index_offset: int = 0  # the first request's index within its pass
+
+
 async def closed_loop(
     conns: Sequence[Connection],
-    requests: Sequence[PreparedRequest],
+    segments: Sequence[Segment],
     timeout_s: float,
-    repeat: int = 0,
-    index_offset: int = 0,
     on_done: Callable[[int], None] | None = None,
 ) -> list[RequestRecord]:
-    """Send every request with one stream per connection; records in issue order."""
-    total = len(requests)
+    """Send every segment's requests, in order, with one stream per connection.
+
+    The segments form one queue: a stream that finishes a request takes the next one,
+    whichever segment it belongs to, so no stream waits for the others between the
+    warm-in and a pass or between two passes (the server keeps C requests in flight
+    until the queue runs dry). Records in queue order, each with its segment's repeat;
+    ``on_done`` counts the measured requests (not the warm-in's) as they finish.
+    """
+    queue = [
+        (seg.repeat, seg.index_offset + i, r)
+        for seg in segments
+        for i, r in enumerate(seg.requests)
+    ]
+    total = len(queue)
     records: list[RequestRecord | None] = [None] * total
     next_index = 0
     finished = 0
@@ -71,12 +94,12 @@ async def closed_loop(
         while next_index < total:
             i = next_index  # no await between read and increment: atomic in asyncio
             next_index += 1
-            records[i] = await stream_request(
-                conn, requests[i], index_offset + i, timeout_s, repeat
-            )
-            finished += 1
-            if on_done is not None:
-                on_done(finished)
+            repeat, index, request = queue[i]
+            records[i] = await stream_request(conn, request, index, timeout_s, repeat)
+            if repeat != WARMUP:
+                finished += 1
+                if on_done is not None:
+                    on_done(finished)
 
     async with asyncio.TaskGroup() as group:
         for conn in conns[: min(len(conns), total)]:
@@ -85,13 +108,10 @@ async def closed_loop(
 
 
 class PassRunner(Protocol):
-    """Runs the requests of one pass (or the warmup) at the level's concurrency."""
+    """Runs segments (a warm-in and passes) as one closed loop at the level's concurrency."""
 
     async def run(
-        self,
-        requests: Sequence[PreparedRequest],
-        repeat: int,
-        on_done: Callable[[int], None] | None = None,
+        self, segments: Sequence[Segment], on_done: Callable[[int], None] | None = None
     ) -> list[RequestRecord]: ...
 
     async def aclose(self) -> None: ...
@@ -106,15 +126,9 @@ class LocalRunner:
         self.timeout_s = timeout_s
 
     async def run(
-        self,
-        requests: Sequence[PreparedRequest],
-        repeat: int,
-        on_done: Callable[[int], None] | None = None,
-        index_offset: int = 0,
+        self, segments: Sequence[Segment], on_done: Callable[[int], None] | None = None
     ) -> list[RequestRecord]:
-        return await closed_loop(
-            self.conns, requests, self.timeout_s, repeat, index_offset, on_done
-        )
+        return await closed_loop(self.conns, segments, self.timeout_s, on_done)
 
     async def aclose(self) -> None:
         for conn in self.conns:

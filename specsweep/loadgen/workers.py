@@ -6,8 +6,9 @@ caller may be a Prefect worker with threads, and forking a threaded process is
 unsafe. Records carry ``perf_counter`` times, which on Linux is the host-wide
 monotonic clock, so records of different processes share one time line.
 
-The parent hands each process its requests for a pass, already encoded, and
-all processes start the pass within about a millisecond of one another. A
+The parent hands each process its share of every segment (the warm-in, then the
+passes), already encoded, and all processes start within about a millisecond of
+one another; each runs its shares as one closed loop of its own streams. A
 process reports progress at most every 50 ms.
 """
 
@@ -23,9 +24,8 @@ from multiprocessing.process import BaseProcess
 from time import monotonic
 from typing import Any
 
-from specsweep.loadgen.client import PreparedRequest
 from specsweep.loadgen.metrics import RequestRecord
-from specsweep.loadgen.streams import LocalRunner, gc_paused, new_event_loop
+from specsweep.loadgen.streams import WARMUP, LocalRunner, Segment, gc_paused, new_event_loop
 
 _PROGRESS_EVERY_S = 0.05
 _JOIN_TIMEOUT_S = 5.0
@@ -51,18 +51,18 @@ def split_by_weight(total: int, weights: Sequence[int]) -> list[int]:
 def _child_main(pipe: Pipe, base_url: str, streams: int, timeout_s: float) -> None:
     """A worker process: run passes as the parent sends them, until it sends None."""
 
-    async def run_pass(msg: tuple[int, int, list[PreparedRequest]]) -> None:
-        repeat, offset, requests = msg
+    async def run_pass(segments: list[Segment]) -> None:
         last = float("-inf")  # the first update goes out whatever the clock reads
+        total = sum(len(s.requests) for s in segments if s.repeat != WARMUP)
 
-        def on_done(done: int, total: int = len(requests)) -> None:
+        def on_done(done: int) -> None:
             nonlocal last
             now = monotonic()
             if done == total or now - last >= _PROGRESS_EVERY_S:
                 last = now
                 pipe.send(("progress", done))
 
-        records = await runner.run(requests, repeat, on_done, index_offset=offset)
+        records = await runner.run(segments, on_done)
         pipe.send(("records", records))  # (not the task's result: see run_on_new_loop)
 
     runner = LocalRunner(base_url, streams, timeout_s)
@@ -115,25 +115,30 @@ class ProcessRunner:
             on_progress(i, payload)
 
     async def run(
-        self,
-        requests: Sequence[PreparedRequest],
-        repeat: int,
-        on_done: Callable[[int], None] | None = None,
+        self, segments: Sequence[Segment], on_done: Callable[[int], None] | None = None
     ) -> list[RequestRecord]:
-        counts = split_by_weight(len(requests), self.shares)
-        done = [0] * len(counts)
+        """Each process gets its share of every segment, by weight of its streams: the
+        warm-in's too, so every process's streams start at phases spread as the whole's."""
+        shares: list[list[Segment]] = [[] for _ in self.shares]
+        for seg in segments:
+            offset = 0
+            for mine, count in zip(
+                shares, split_by_weight(len(seg.requests), self.shares), strict=True
+            ):
+                part = list(seg.requests[offset : offset + count])
+                mine.append(Segment(seg.repeat, part, seg.index_offset + offset))
+                offset += count
+        done = [0] * len(shares)
 
         def progress(i: int, n: int) -> None:
             done[i] = n
             if on_done is not None:
                 on_done(sum(done))
 
-        offset = 0
-        for pipe, count in zip(self.pipes, counts, strict=True):
-            pipe.send((repeat, offset, list(requests[offset : offset + count])))
-            offset += count
-        parts = await asyncio.gather(*(self._collect(i, progress) for i in range(len(counts))))
-        return sorted((r for part in parts for r in part), key=lambda r: r.index)
+        for pipe, mine in zip(self.pipes, shares, strict=True):
+            pipe.send(mine)
+        parts = await asyncio.gather(*(self._collect(i, progress) for i in range(len(shares))))
+        return sorted((r for part in parts for r in part), key=lambda r: (r.repeat, r.index))
 
     async def aclose(self) -> None:
         for pipe in self.pipes:

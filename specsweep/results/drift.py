@@ -76,13 +76,6 @@ class PassYield:
     request_throughput: float
     variance: float  # relative variance of the pass's throughput from its requests' yield
     groups: int  # independent groups of requests it was estimated from (df = groups - 1)
-    drain: float = 1.0  # duration / (duration - the drain's lost time): >= 1 (intervals.py)
-
-    @property
-    def steady_output_throughput(self) -> float:
-        """The output throughput without the drain's loss: the rate a pass that never ran
-        fewer than C requests would read."""
-        return self.output_throughput * self.drain
 
 
 def lag1(x: np.ndarray) -> float:
@@ -139,21 +132,14 @@ def yield_variance(records: Sequence[YieldRecord]) -> tuple[float, int]:
 
 
 def pass_yield(
-    records: Sequence[YieldRecord], start: float, end: float, lost: float = 0.0
+    records: Sequence[YieldRecord], output_throughput: float, request_throughput: float
 ) -> PassYield | None:
-    """The pass's whole-pass throughputs (first send to last end) and its yield's variance;
-    ``lost``: seconds its drain lost (intervals.drain_loss); None when nothing completed."""
-    done = [r for r in records if r.ok]
-    if not done or not end > start:
-        return None
-    out = sum(r.output_tokens for r in done) / (end - start)
-    if not out > 0:
+    """The pass's throughputs (its window's, intervals.pass_rates) and its yield's
+    variance from its own requests; None when nothing completed or nothing was counted."""
+    if not any(r.ok for r in records) or not output_throughput > 0:
         return None
     variance, groups = yield_variance(records)
-    lost = min(max(lost, 0.0), 0.5 * (end - start))  # a bound against a broken window
-    return PassYield(
-        out, len(done) / (end - start), variance, groups, (end - start) / (end - start - lost)
-    )
+    return PassYield(output_throughput, request_throughput, variance, groups)
 
 
 def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:

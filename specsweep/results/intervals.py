@@ -7,12 +7,12 @@ Throughput (output and request), two ways, by what the run knows of its drift:
   speculative acceptance, seen in the pass's own requests, grouped where a lag-1 test
   finds neighbours correlated) plus the drift (the step rate's pass-to-pass spread, from
   the calibration's repeated passes, pooled with the level's own passes when it has two
-  or more); the interval is Student's t around the mean of the passes' whole-pass
-  throughputs, its degrees of freedom by Welch-Satterthwaite.
+  or more); the interval is Student's t around the mean of the passes' throughputs
+  (each over its window, ``pass_rates``), its degrees of freedom by Welch-Satterthwaite.
 - **Assumed** (no calibration: a run that skipped it, or ``loadgen`` on its own): batch
-  means over time slices. A pass's steady window (from when the first C requests all
-  have a token to when fewer than C can be in flight; the whole pass when that is under
-  a third of it) is cut into equal slices, one per wave of C requests (at least
+  means over time slices. A pass's window (``pass_window``: from when its first C
+  requests all have a token to when fewer than C of its own can be in flight) is cut
+  into equal slices, one per wave of C requests (at least
   ``MIN_SLICES``, at most ``MAX_SLICES``); each slice's rate is the tokens (or
   request-equivalents) in it over its length, scaled to the pass's own throughput, and
   the interval is Student's t over the slices of all passes. Drift between passes that
@@ -172,60 +172,74 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> tuple[f
     return (t0, t1)
 
 
-def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
-    """Output tokens of ok requests whose chunk arrived in (t0, t1].
+def pass_window(records: Sequence[RequestRecord], concurrency: int) -> tuple[float, float]:
+    """The window a pass's throughput is read over: its steady window, else (a pass too
+    short to have one) its whole span, first send to last end; (0, 0) when empty."""
+    if not records:
+        return (0.0, 0.0)
+    t0, t1 = steady_window(records, concurrency)
+    if t1 > t0:
+        return (t0, t1)
+    return (min(r.start for r in records), max(r.end for r in records))
 
-    Where the chunks' tokens add up to less than the request's output tokens
-    (OpenAI streams without per-chunk usage) each chunk is scaled up evenly.
-    """
-    total = 0.0
+
+def window_counts(records: Sequence[RequestRecord], t0: float, t1: float) -> tuple[float, float]:
+    """(output tokens, requests) of ok requests arriving in (t0, t1]: each chunk's tokens
+    (scaled up evenly where a request's chunks add up to less than its output, OpenAI
+    streams without per-chunk usage), a request counted as its chunks' shares of it."""
+    tokens = requests = 0.0
     for r in records:
         if not r.ok or not r.chunk_times:
             continue
         counted = sum(r.chunk_tokens)
-        scale = r.output_tokens / counted if counted else 0.0
+        if counted <= 0:
+            continue
         inside = sum(n for t, n in zip(r.chunk_times, r.chunk_tokens, strict=True) if t0 < t <= t1)
-        total += inside * scale
-    return total
+        tokens += inside * r.output_tokens / counted
+        requests += inside / counted
+    return tokens, requests
 
 
-def drain_loss(records: Sequence[RequestRecord], concurrency: int) -> float:
-    """Seconds one pass lost to its drain: from the steady window's end, when fewer than C
-    requests can be in flight, to its last end, less the time the tokens that arrived then
-    would have taken at the steady window's rate (0 where it has no steady window, or one
-    stream: a single stream never drains).
+def steady_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
+    """Output tokens of ok requests whose chunk arrived in (t0, t1] (window_counts)."""
+    return window_counts(records, t0, t1)[0]
 
-    A pass of N requests ends with one drain however long it is, so a short pass reads
-    below the long run by about this share of its duration (a speculative server's
-    requests end raggedly; a deterministic one's last wave ends at once).
+
+def pass_rates(
+    records: Sequence[RequestRecord], level: Sequence[RequestRecord], concurrency: int
+) -> tuple[float, float, float]:
+    """(output tok/s, requests/s, window s) of one pass: what arrived in its window
+    (pass_window) from any request of the level, over the window's length.
+
+    The level's passes run as one closed loop after a warm-in (loadgen/streams.py), so a
+    pass's window holds C requests in flight throughout, some of them the pass before's
+    or after's: their tokens count where they arrived. Its ramp and drain are outside.
     """
-    if concurrency < 2 or not records:
-        return 0.0
-    t0, t1 = steady_window(records, concurrency)
-    end = max(r.end for r in records)
-    if not (t1 > t0 and end > t1):
-        return 0.0
-    steady = steady_tokens(records, t0, t1) / (t1 - t0)
-    if not steady > 0:
-        return 0.0
-    return max(0.0, (end - t1) - steady_tokens(records, t1, end) / steady)
+    t0, t1 = pass_window(records, concurrency)
+    if not t1 > t0:
+        return (NAN, NAN, 0.0)
+    tokens, requests = window_counts(level, t0, t1)
+    return (tokens / (t1 - t0), requests / (t1 - t0), t1 - t0)
 
 
-def pass_parts(passes: Sequence[Sequence[RequestRecord]], concurrency: int) -> list[PassYield]:
-    """Each pass's throughputs, yield variance and drain (the passes that completed)."""
-    return [
-        y
-        for records in passes
-        if records
-        and (
-            y := pass_yield(
-                records,
-                min(r.start for r in records),
-                max(r.end for r in records),
-                drain_loss(records, concurrency),
-            )
-        )
-    ]
+def pass_parts(
+    passes: Sequence[Sequence[RequestRecord]],
+    concurrency: int,
+    level: Sequence[RequestRecord] | None = None,
+) -> list[PassYield]:
+    """Each pass's throughputs (its window's) and yield variance (the passes that
+    completed); ``level``: the records whose tokens count in the windows (default: all
+    of ``passes``)."""
+    if level is None:
+        level = [r for records in passes for r in records]
+    out = []
+    for records in passes:
+        if not records:
+            continue
+        rate, req, _ = pass_rates(records, level, concurrency)
+        if (y := pass_yield(records, rate, req)) is not None:
+            out.append(y)
+    return out
 
 
 def slice_rates(
@@ -265,50 +279,52 @@ def slice_rates(
 
 
 def _pass_slices(
-    records: Sequence[RequestRecord], concurrency: int
+    records: Sequence[RequestRecord], level: Sequence[RequestRecord], concurrency: int
 ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
-    """One pass's slice rates (output, requests) and its headline (the same two over the
-    whole pass). The slices cover the steady window when it spans at least a third of
-    the pass, else the whole pass."""
+    """One pass's slice rates (output, requests) over its window, from what arrived there
+    from any of the level's requests, and its headline (pass_rates)."""
     empty = (np.zeros(0), np.zeros(0), (NAN, NAN))
     if not records:
         return empty
-    start, end = min(r.start for r in records), max(r.end for r in records)
-    if not end > start:
+    t0, t1 = pass_window(records, concurrency)
+    if not t1 > t0:
         return empty
-    ok = [r for r in records if r.ok]
-    headline = (sum(r.output_tokens for r in ok) / (end - start), len(ok) / (end - start))
-    t0, t1 = steady_window(records, concurrency)
-    if t1 - t0 >= (end - start) / 3.0:
-        slices = slices_for(len(records) - concurrency, concurrency)
-        out, req = slice_rates(records, slices, (t0, t1))
-    else:
-        out, req = slice_rates(records, slices_for(len(records), concurrency))
-    return out, req, headline
+    out_rate, req_rate, _ = pass_rates(records, level, concurrency)
+    slices = slices_for(max(len(records) - concurrency, concurrency), concurrency)
+    out, req = slice_rates(level, slices, (t0, t1))
+    return out, req, (out_rate, req_rate)
 
 
 def throughput_intervals(
-    passes: Sequence[Sequence[RequestRecord]], concurrency: int, drift: Drift | None = None
+    passes: Sequence[Sequence[RequestRecord]],
+    concurrency: int,
+    drift: Drift | None = None,
+    level: Sequence[RequestRecord] | None = None,
 ) -> tuple[Interval, Interval]:
     """(output throughput, request throughput) of these passes: the mean of the passes'
-    whole-pass throughputs, with its 95% interval.
+    throughputs (each over its window), with its 95% interval.
 
     ``drift``: this run's measured drift (specsweep/results/drift.py); without one (None
     or not measured) the slices and the assumed ``DRIFT_FLOOR`` (module docstring).
+    ``level``: the records whose tokens count in the passes' windows (default: all of
+    ``passes``; one pass of a level gives the level's).
     """
+    if level is None:
+        level = [r for records in passes for r in records]
     if drift is not None and drift.measured:
-        return _calibrated_intervals(passes, concurrency, drift)
-    return _sliced_intervals(passes, concurrency)
+        return _calibrated_intervals(passes, concurrency, drift, level)
+    return _sliced_intervals(passes, concurrency, level)
 
 
 def _calibrated_intervals(
-    passes: Sequence[Sequence[RequestRecord]], concurrency: int, drift: Drift
+    passes: Sequence[Sequence[RequestRecord]],
+    concurrency: int,
+    drift: Drift,
+    level: Sequence[RequestRecord],
 ) -> tuple[Interval, Interval]:
     """Student's t of the mean over passes: each pass's yield variance plus the drift
-    (pooled with the passes' own spread from two passes on), Welch-Satterthwaite df. The
-    upper end is that of the passes' rate without their drains' loss (a short pass reads
-    below the long run by its drain): the interval holds both."""
-    parts = pass_parts(passes, concurrency)
+    (pooled with the passes' own spread from two passes on), Welch-Satterthwaite df."""
+    parts = pass_parts(passes, concurrency, level)
     if not parts:
         return Interval(NAN), Interval(NAN)
     n = len(parts)
@@ -320,31 +336,24 @@ def _calibrated_intervals(
     t = t_quantile(max(1, math.floor(df))) if math.isfinite(df) else _Z975
     rel = t * math.sqrt(within + spread)
     out = []
-    for value, steady in (
-        (
-            float(np.mean([p.output_throughput for p in parts])),
-            float(np.mean([p.steady_output_throughput for p in parts])),
-        ),
-        (
-            float(np.mean([p.request_throughput for p in parts])),
-            float(np.mean([p.request_throughput * p.drain for p in parts])),
-        ),
+    for value in (
+        float(np.mean([p.output_throughput for p in parts])),
+        float(np.mean([p.request_throughput for p in parts])),
     ):
-        out.append(Interval(value, value * (1.0 - rel), max(value, steady) * (1.0 + rel)))
+        out.append(Interval(value, value * (1.0 - rel), value * (1.0 + rel)))
     return out[0], out[1]
 
 
 def _sliced_intervals(
-    passes: Sequence[Sequence[RequestRecord]], concurrency: int
+    passes: Sequence[Sequence[RequestRecord]], concurrency: int, level: Sequence[RequestRecord]
 ) -> tuple[Interval, Interval]:
-    """Without a measured drift: Student's t over the pooled slices of the passes' steady
-    windows, each pass's slices scaled to its own throughput (the steady window reads a
-    little above the whole pass, which holds the first wave's prefill: the slices give the
-    spread, the pass the level), at least ``DRIFT_FLOOR`` until three passes measure the
+    """Without a measured drift: Student's t over the pooled slices of the passes'
+    windows, each pass's slices scaled to its own throughput (the slices give the spread,
+    the pass the level), at least ``DRIFT_FLOOR`` until three passes measure the
     drift; from three passes on, the t-interval over the passes' own throughputs counts
     instead where wider.
     """
-    parts = [_pass_slices(records, concurrency) for records in passes]
+    parts = [_pass_slices(records, level, concurrency) for records in passes]
     parts = [p for p in parts if len(p[0]) and float(p[0].mean()) > 0]
     if not parts:
         return Interval(NAN), Interval(NAN)

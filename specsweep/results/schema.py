@@ -26,7 +26,12 @@ import pyarrow as pa
 #    pass's throughput gets from the server's speed) that this run measured on the target
 #    and the throughput intervals used, and "calibrated" or "assumed" (no calibration: the
 #    +-1.5% floor). Older files read them null: their intervals assumed the floor.
-SCHEMA_VERSION = 8
+# 9: levels gained phases: "spread" (the warm-in's last C requests ask for 1/C .. C/C of
+#    the output length, the streams enter the passes at spread phases, and a pass's
+#    throughput is read over its window, from any of the level's requests) or "together"
+#    (in step, as sglang.bench_serving). Older files read it null: their streams started
+#    together after a barrier and their output_throughput was the whole pass's.
+SCHEMA_VERSION = 9
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -119,6 +124,7 @@ LEVELS_SCHEMA = pa.schema(
         pa.field("endpoint", pa.string()),  # generate | completions | chat
         pa.field("num_requests", pa.int32()),
         pa.field("warmup_requests", pa.int32()),
+        pa.field("phases", pa.string()),  # spread | together (load.phases; null before 9)
         pa.field("seed", pa.int64()),
         pa.field("target_ci", pa.float64()),  # load.target_ci (null: fixed request counts)
         pa.field("started_at", _UTC),

@@ -140,6 +140,9 @@ class Case:
             output_len=self.output_len,
             requests_per_level=self.num_requests,
             warmup_requests=self.concurrency,
+            # the streams in step, as the reference clients start theirs (the sweep's
+            # default spreads them: lower TTFT on a deterministic server, other ITLs)
+            phases="together",
         )
 
     def bench(self) -> refenv.BenchSpec:

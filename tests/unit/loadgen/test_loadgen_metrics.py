@@ -12,10 +12,9 @@ from specsweep.loadgen.metrics import (
     compute_level_metrics,
     compute_pass_metrics,
     percentile,
-    steady_tokens,
-    steady_window,
     throughput_cv,
 )
+from specsweep.results.intervals import steady_tokens, steady_window
 
 
 def rec(
@@ -102,9 +101,12 @@ def test_level_metrics_by_hand() -> None:
     assert m.error_rate == pytest.approx(1 / 3)
     assert m.duration_s == pytest.approx(1.0)  # failed requests still span the level
     assert (m.input_tokens, m.output_tokens) == (20, 6)
-    assert m.request_throughput == pytest.approx(2.0)
-    assert m.output_throughput == pytest.approx(6.0)
-    assert m.total_throughput == pytest.approx(26.0)
+    # The window: the first two have a token at 0.4, the (N-C+1) = 2nd end is 0.6. In
+    # (0.4, 0.6] arrived one token (r1's at 0.5), half of r1's two chunks.
+    assert m.steady_window_s == pytest.approx(0.2)
+    assert m.output_throughput == pytest.approx(1 / 0.2)
+    assert m.request_throughput == pytest.approx(0.5 / 0.2)
+    assert m.total_throughput == pytest.approx(5.0 * 26 / 6)  # output x (in + out) / out
     assert m.achieved_concurrency == pytest.approx(0.8)
     assert (m.ttft_ms_mean, m.ttft_ms_p50, m.ttft_ms_p90, m.ttft_ms_p99) == pytest.approx(
         (150.0, 150.0, 190.0, 199.0)
@@ -185,8 +187,36 @@ def test_steady_window_by_hand() -> None:
     assert steady_tokens(records, 1.5, 4.5) == pytest.approx(6.0)
     m = compute_level_metrics(records, 2, 0.05)
     assert m.steady_window_s == pytest.approx(3.0)
-    assert m.steady_output_throughput == pytest.approx(2.0)
-    assert m.output_throughput == pytest.approx(9 / 5.0)  # the whole pass, ramps included
+    assert m.output_throughput == pytest.approx(2.0)  # the window's: no ramp, no drain
+    assert m.steady_output_throughput == m.output_throughput
+    # requests: r0 2 of 3 chunks, r1 1 of 2, r2 2 of 2, r3 1 of 2 -> 8/3 requests
+    assert m.request_throughput == pytest.approx(8 / 3 / 3.0)
+
+
+def test_a_pass_counts_what_arrived_in_its_window_from_any_pass() -> None:
+    # One closed loop of C=1: pass 0 (r0, r1) then pass 1 (r2, r3), one stream, no gap.
+    # Each pass's window is its first token to its last end; a token of the other pass
+    # that arrives inside it counts (none here: one stream), and so does the level's.
+    p0 = [
+        rec(0.0, [(0.5, 1), (1.0, 1)], 1.0, index=0),
+        rec(1.0, [(1.5, 1), (2.0, 1)], 2.0, index=1),
+    ]
+    p1 = [replace(rec(2.0, [(2.5, 2), (3.0, 2)], 3.0, index=i), repeat=1) for i in (0,)]
+    p1.append(replace(rec(3.0, [(3.5, 2), (4.0, 2)], 4.0, index=1), repeat=1))
+    m = compute_level_metrics(p0 + p1, 1, 0.05)
+    assert m.repeats == 2
+    assert m.output_throughput == pytest.approx((3 / 1.5 + 6 / 1.5) / 2)
+    # two streams' passes overlapping in time: pass 1's window holds pass 0's late tokens
+    a = [rec(0.0, [(1.0, 1), (2.0, 1)], 2.0, index=0), rec(0.0, [(1.0, 1), (3.0, 1)], 3.0, index=1)]
+    b = [replace(rec(2.0, [(2.5, 1), (4.0, 1)], 4.0, index=0), repeat=1)]
+    b.append(replace(rec(3.0, [(3.5, 1), (5.0, 1)], 5.0, index=1), repeat=1))
+    alone = compute_pass_metrics(b, 2, 0.05)
+    within = compute_pass_metrics(b, 2, 0.05, level=a + b)
+    # b's window: (3.5, 4.0]; b's own token at 4.0 alone, with a's none (a ended at 3.0)
+    assert alone.steady_window_s == pytest.approx(0.5)
+    assert alone.output_throughput == pytest.approx(1 / 0.5) == within.output_throughput
+    # a's window (1.0, 2.0] holds a's token at 2.0 and, from the level, none of b's
+    assert compute_pass_metrics(a, 2, 0.05, level=a + b).output_throughput == pytest.approx(1.0)
 
 
 def test_steady_window_counts_failures_for_time_not_tokens() -> None:
@@ -212,8 +242,8 @@ def test_steady_tokens_scale_when_chunks_undercount() -> None:
 def test_no_steady_window() -> None:
     # The only request got no token: the window is empty.
     m = compute_level_metrics([rec(0.0, [], 0.5, error="HTTP 500: x")], 1, 0.05)
-    assert m.steady_window_s == 0.0
-    assert math.isnan(m.steady_output_throughput)
+    assert m.steady_window_s == pytest.approx(0.5)  # no steady window: the whole span
+    assert m.output_throughput == 0.0 == m.steady_output_throughput
 
 
 def test_throughput_cv() -> None:

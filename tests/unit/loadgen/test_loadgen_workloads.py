@@ -53,14 +53,16 @@ def test_builtin_prompts_are_fitted_and_carry_their_category(endpoint: str) -> N
     f = RequestFactory(URL, 2, load, model="m")
     expected = {"auto": "chat"}.get(endpoint, endpoint)
     assert f.endpoint == expected
-    requests = f.measured(0) + f.measured(1) + f.warmup()
+    warm = f.warmup()
+    requests = f.measured(0) + f.measured(1) + warm
     for r in requests:
         text = prompt_of(r)
         assert isinstance(text, str) and abs(estimate_tokens(text) - 512) <= 5
         assert r.prompt_tokens == estimate_tokens(text) and r.category == category_of(text)
     texts = [str(prompt_of(r)) for r in requests]
     assert {r.category for r in requests} <= set(load_builtin().categories)
-    assert all(asked_of(r) == 64 == r.output_len for r in requests)
+    assert all(asked_of(r) == 64 == r.output_len for r in requests[: len(requests) - 2])
+    assert [(asked_of(r), r.output_len) for r in warm] == [(32, 32), (64, 64)]  # staggered
     assert len({t[:100] for t in texts}) == len(texts)  # no two share a start
     body = body_of(requests[0])
     assert body.get("temperature", body.get("sampling_params", {}).get("temperature")) == 0.0
@@ -159,7 +161,9 @@ def test_replay_sends_each_record_at_its_own_lengths_in_order(
         assert all(w in RANDOM_WORDS for w in prompts[1].split())  # type: ignore[union-attr]
     assert prompts[0] != prompts[3]  # the same record, fresh random prompt
     assert [asked_of(r) for r in f.measured(1)] == [9, 5, 3, 9]  # the next slice
-    assert [asked_of(r) for r in f.warmup()] == [9, 5]  # the far end
+    # the far end (9, 5), the warm-in staggered: 1/2 and 2/2 of each one's own length
+    assert [asked_of(r) for r in f.warmup()] == [5, 5]
+    assert [r.output_len for r in f.warmup()] == [5, 5]
 
 
 def test_replay_levels_check_each_requests_own_output_length(

@@ -149,6 +149,15 @@ def test_a_schema_6_level_reads_its_drift_as_null(tmp_path):
     assert pd.isna(df.loc[0, "throughput_drift"]) and pd.isna(df.loc[0, "throughput_drift_source"])
 
 
+def test_a_level_says_how_its_streams_were_phased_and_older_files_read_null(tmp_path):
+    store = ResultsStore(tmp_path)
+    path = store.write_level(row_for(Variant(), 2))
+    assert store.read_levels("r1").loc[0, "phases"] == "spread"  # LoadSpec's default
+    old = pq.read_table(path).drop_columns(["phases"])
+    pq.write_table(old, path)  # as schema 8 wrote it: streams together, whole-pass rates
+    assert pd.isna(store.read_levels("r1").loc[0, "phases"])
+
+
 def test_the_drift_calibration_is_kept_per_run_and_host(tmp_path):
     store = ResultsStore(tmp_path)
     assert store.read_drift("r1", "gpu-a") is None
