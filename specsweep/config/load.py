@@ -82,15 +82,16 @@ class LoadSpec(_Model):
     )
     min_requests: PositiveInt = Field(8, description="Used when requests_per_level is unset.")
     warmup_requests: int = Field(
-        -1, ge=-1, description="Unmeasured requests before each level; -1 = one per stream."
+        -1, ge=-1, description="Unmeasured requests before each pass; -1 = one per stream."
     )
     phases: Literal["spread", "together"] = Field(
         "spread",
-        description="'spread': the last C warmup requests ask for 1/C .. C/C of the output "
-        "length, so the streams enter the measured passes at phases spread over a request, "
-        "as users' requests arrive. 'together': every warmup request at full length, the "
-        "streams in step, as sglang.bench_serving runs (a deterministic server then keeps "
-        "its requests ending in waves, which flatters it at high concurrency).",
+        description="'spread': the last C warmup requests (run before every pass) ask for "
+        "1/C .. C/C of the output length, so the streams enter each measured pass at phases "
+        "spread over a request, as users' requests arrive. 'together': every warmup "
+        "request at full length, the streams in step, as sglang.bench_serving runs (a "
+        "deterministic server then keeps its requests ending in waves, which flatters it at "
+        "high concurrency).",
     )
     seed: int = Field(0, description="Seed of the random prompt token ids.")
     request_timeout_s: float = Field(600.0, gt=0, description="Per-request timeout.")

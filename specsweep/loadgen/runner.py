@@ -6,20 +6,23 @@ short gaps between requests), which is the regime where speculative decoding's
 benefit shrinks as batches grow. Streams pull from one shared queue, so no more
 than C requests are ever in flight and exactly N are sent per pass.
 
-The warm-in and the ``load.repeats`` passes are one queue (streams.Segment): no
-stream waits for the others between them. The warm-in's requests ask for 1/C ..
-C/C of the output length (payloads.stagger), so the streams enter the first pass
-at phases spread over a request, as users' requests arrive, and stay so; a pass
-is read over its window, where C of the level's requests are in flight (metrics.py).
-Started together, every stream's first request would end in one wave, which a
-deterministic server keeps for good and a speculative one for several requests
+Each of the ``load.repeats`` passes follows a warm-in of its own in one queue
+(streams.Segment): no stream waits for the others between the two. The warm-in's
+requests ask for 1/C .. C/C of the output length (payloads.stagger), so the
+streams enter the pass at phases spread over a request, as users' requests
+arrive; a pass is read over its window, where C requests are in flight
+(metrics.py). Started together, every stream's first request would end in one
+wave, which a deterministic server keeps for good and a speculative one for many
+requests. Spread phases are not for good either on a deterministic server: two of
+its requests whose replacements reach it in one step end together from then on,
+and its passes drift towards the waves (the simulated 8B baseline at c=32: +5%
+over 8 passes in one loop), so every pass starts from a warm-in of its own
 (docs/metrics.md). Each pass has fresh prompts, so none is served from the prefix
 cache of another. With ``load.target_cv`` passes are added until the output
 throughput's coefficient of variation is at most the target, or ``load.max_repeats``
 is hit; with ``load.target_ci`` until the 95% interval of the output throughput
 (pooled over the passes, specsweep/results/intervals.py) is within the target, or the
-next pass would pass ``load.max_requests`` or start after ``load.max_level_s``. An
-added pass is decided once the loop has drained, so it runs after a warm-in of its own.
+next pass would pass ``load.max_requests`` or start after ``load.max_level_s``.
 
 With ``workers`` > 1 the C streams are split over that many processes, each
 with its own event loop and its own share of the warm-in and of each pass: the
@@ -167,21 +170,18 @@ async def run_level(
     asked: dict[tuple[int, int], int] = {}  # (pass, index) -> output tokens asked for
     planned = load.repeats
 
-    def segments(first: int, count: int) -> list[Segment]:
-        """A warm-in, then passes first .. first + count - 1: one closed loop."""
-        out = [Segment(WARMUP, factory.warmup())]
-        for repeat in range(first, first + count):
-            requests = factory.measured(repeat)
-            for i, request in enumerate(requests):
-                asked[repeat, i] = request.output_len or load.output_len
-            out.append(Segment(repeat, requests))
-        return out
+    def segments(repeat: int) -> list[Segment]:
+        """A warm-in, then pass ``repeat``: one closed loop."""
+        requests = factory.measured(repeat)
+        for i, request in enumerate(requests):
+            asked[repeat, i] = request.output_len or load.output_len
+        return [Segment(WARMUP, factory.warmup()), Segment(repeat, requests)]
 
     try:
         with gc_paused():
             perf_origin = perf_counter()
             started_at = datetime.now(UTC)
-            todo = segments(0, planned)
+            todo = segments(0)
             while todo:
 
                 def progress(done: int, before: int = len(records), total: int = planned) -> None:
@@ -198,9 +198,11 @@ async def run_level(
                 ]
                 elapsed = perf_counter() - perf_origin
                 todo = []
-                if _more_passes(passes, records, load, concurrency, elapsed, drift):
+                if len(passes) < planned:
+                    todo = segments(len(passes))
+                elif _more_passes(passes, records, load, concurrency, elapsed, drift):
                     planned += 1
-                    todo = segments(len(passes), 1)
+                    todo = segments(len(passes))
             ended_at = datetime.now(UTC)
     finally:
         await runner.aclose()
