@@ -1,17 +1,33 @@
-"""Does one closed-loop level measure the server's steady state? (why algorithm_sweep fails)
+"""Does one closed-loop level measure the server's steady state? (why algorithm_sweep failed)
 
 At one concurrency C, the baseline and one EAGLE3 chain are launched on the simulator and
 measured over loopback HTTP by the load generator's own CLI (``python -m
-specsweep.loadgen``: one warmup per stream, then one pass of C x K requests), at each time
-scale given. Each measurement (output tok/s, in simulated time) is set against two runs of
-the simulator's scheduler in virtual time, where the client answers at once:
+specsweep.loadgen``: a warm-in, then one pass of C x K requests read over its window), at
+each time scale given. Each measurement (output tok/s, in simulated time) is set against
+runs of the simulator's scheduler in virtual time, where the client answers at once:
 
-- **steady**: an endless closed loop (``algorithm_sweep.closed_loop_throughput``), the
-  throughput a deployment serving C users sees: the benchmarks' ground truth;
-- **pass**: the same scheduler run as the load generator runs a pass: C streams that start
-  at the same instant and send K requests each, back to back (``synchronized_pass``).
+- **steady**: an endless closed loop whose streams start at phases spread over a request
+  (``algorithm_sweep.closed_loop_throughput(spread=True)``), as users' requests arrive:
+  the throughput a deployment serving C users sees, and the benchmarks' ground truth;
+- **lockstep**: the same loop started with every stream at once, which a deterministic
+  server keeps (its requests end in waves) and a speculative one loses;
+- **sync pass**: C streams that start at the same instant and send K requests
+  each (``synchronized_pass``), as the load generator ran a pass until 2026-12-06.
 
-Two biases show (2026-12-06, 8B profile, C=32, K=8, this script as committed):
+At the load generator of 2026-12-06 (a staggered warm-in before every pass, the pass read
+over its window; 8B profile, C=32, K=4):
+
+    baseline         steady   4134.0 tok/s (spread)   lockstep 1.103x   sync pass 1.103x
+      scale 0.48  measured   4085.2 tok/s = 0.988x steady
+      scale 1.5   measured   4101.5 tok/s = 0.992x steady
+    eagle3-s4-k1-d5  steady   4309.0 tok/s (spread)   lockstep 1.001x   sync pass 1.027x
+      scale 0.48  measured   4251.8 tok/s = 0.987x steady
+      scale 1.5   measured   4253.1 tok/s = 0.987x steady
+
+Both read about 1% under the truth, alike, so their ratio is within 0.5%: what remains is
+the client's turnaround (the truth's client answers at once) and, at 0.48, the
+simulator's CPU per chunk. Before, with the streams started together after a barrier and
+the pass read first send to last end (K=8, against the lockstep loop as the truth):
 
     baseline         steady   4560.7 tok/s   pass model 1.000x   spread phases 0.906x
       scale 0.48  measured   4317.7 tok/s = 0.947x steady
@@ -20,31 +36,16 @@ Two biases show (2026-12-06, 8B profile, C=32, K=8, this script as committed):
       scale 0.48  measured   4379.3 tok/s = 1.015x steady
       scale 1.5   measured   4343.9 tok/s = 1.007x steady
 
-Five runs that day: baseline 0.947-0.964x at 0.48, 0.983-0.985x at 1.5; the chain
-1.006-1.022x at 0.48, 1.005-1.025x at 1.5.
-
-- the baseline reads low by the simulator's own CPU, which compressed time does not
-  compress: its server spends ~80 us of CPU per streamed chunk (aiohttp's write, the JSON
-  of the chunk; cProfile of a c=32 level at 0.48), so a decode step of 32 chunks costs
-  ~2.6 ms against the 3.2 ms the step lasts at scale 0.48. The lockstep waves' 32 ends and
-  32 new requests then reach the scheduler late and over several steps. The share shrinks
-  as simulated time slows (default profile: 0.972 at scale 0.1, 0.988 at 0.3, 0.996 at
-  1.0). A speculative server streams a third as many chunks per simulated second.
-- the speculative chain reads high, as the synchronized pass predicts: its first requests
-  prefill in one step and end close together, so for a while a few grouped prefills
-  replace the one small prefill per ragged end of the steady state.
-
-Beside them, **spread phases**: the endless closed loop with its streams started at phases
-spread over a request, as users' requests arrive in production, instead of all at once.
-The steady state above keeps a deterministic baseline in lockstep: every request of a
-wave ends in one step and the next wave's prefill is one step; spread, a request ends
-every few steps, each with a prefill step of its own. On the 8B profile that costs the
-baseline 9.4% at c=32 (5.6% at c=16, 1.3% at c=4; default profile 2.9% at c=32), and the
-speculative chain, whose ends are ragged either way, nothing. So the lockstep of
-fixed-length closed-loop levels (the sweep's, and sglang.bench_serving's) flatters the
-baseline where the pivots are decided: the 8B EAGLE3 s2 speedup at c=16 is 1.055 in
-lockstep, 1.119 spread. Which one a deployment sees depends on its traffic; the answer
-does not say so yet.
+- the baseline read low by the simulator's own CPU, which compressed time does not
+  compress: its server spends ~80 us of CPU per streamed chunk, so the lockstep waves'
+  32 ends and 32 new requests reached the scheduler late and over several steps;
+- the speculative chain read high: its first requests prefilled in one step and ended
+  close together, so for a while a few grouped prefills replaced the one small prefill
+  per ragged end of the steady state;
+- and the lockstep itself is worth 9.4% to the 8B baseline at c=32 (5.6% at c=16, 1.3%
+  at c=4; default profile 2.9% at c=32) that a user's traffic never gives it: the
+  speedups at high concurrency were the lockstep's (8B EAGLE3 s2 at c=16: 1.055 in
+  lockstep, 1.119 spread).
 
 PASS when every measurement is within ``TOLERANCE`` of the steady state.
 
@@ -149,8 +150,8 @@ def main() -> int:
         synced = synchronized_pass(p, c, spec, k)
         steady = closed_loop_throughput(p, c, spec, MIX, spread=True)
         print(
-            f"  {name:<16} steady {steady:8.1f} tok/s (spread phases)   lockstep "
-            f"{lockstep / steady:.3f}x   synchronized pass {synced / steady:.3f}x"
+            f"  {name:<16} steady {steady:8.1f} tok/s (spread)   lockstep "
+            f"{lockstep / steady:.3f}x   sync pass {synced / steady:.3f}x"
         )
         for scale in args.scales:
             got = measure(args.profile, scale, c, k, extra)

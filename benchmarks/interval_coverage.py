@@ -22,13 +22,17 @@ emulates one run of the sweep:
    server) uses run r % 6's: a run's intervals share its calibration and miss together,
    so coverage is a frequency over runs, and one calibration per cell (the design up to
    2026-12-06) made a verdict of three chi-square draws per pair (below).
-2. **Truth**: one long level of ``max(160, 40 x C)`` requests, run in four parts of whole
-   waves (a multiple of C requests each) spread over the repeats (one before them, one
-   after each third of them: on a shared machine the long-run rate moves with its load,
-   and the truth should be that of the repeats' time; the parts' spread is printed) with
-   ``requests_per_level`` set; the truth is their tokens (requests) over their summed
-   windows (each part read as a pass is: the server at C streams, from its first C
-   requests' first tokens to its (N-C+1)-th end, docs/metrics.md).
+2. **Truth**: the long run of the level's own passes, ``max(160, 40 x C)`` requests in
+   four parts spread over the repeats (one before them, one after each third of them: on
+   a shared machine the long-run rate moves with its load, and the truth should be that
+   of the repeats' time; the parts' spread is printed), each part passes of the level's
+   size (``repeats``), every one after its own warm-in as a level runs them; the truth
+   is their tokens (requests) over their summed windows (the server at C streams, from a
+   pass's first C requests' first tokens to its (N-C+1)-th end, docs/metrics.md). Until
+   2026-12-06 a part was one pass of 10 requests per stream; since the warm-in spreads
+   the streams' phases, a deterministic server's phases drift back into waves within
+   such a pass (docs/metrics.md), so a long pass is another procedure than the level's,
+   and the intervals claim the long run of the level's own.
 3. **Coverage**: the level at today's default size (``LoadSpec()``: 4 requests per stream,
    at least 8; one warmup request per stream, one pass) ``--repeats`` times (30), each
    with its own seed and the calibration's drift; the share of the intervals that hold
@@ -489,12 +493,13 @@ def measure_cell(
 
     def truth_part(k: int) -> None:
         t0 = time.monotonic()
-        load = load_spec(args, base + 90_000 + k, requests_per_level=part_n)
+        # passes of the level's own size, each after its warm-in, as a level runs them
+        load = load_spec(args, base + 90_000 + k, repeats=math.ceil(part_n / fixed))
         m = measure(url, c, load, drifts[0])  # the truth reads throughput, not intervals
         cell.truth_parts.append(Pass.of(m))
         say(
             f"[{time.monotonic() - clock:5.0f}s] {tag}: truth part {k + 1}/{TRUTH_PARTS}, "
-            f"{part_n} requests, {m.output_throughput:.1f} tok/s "
+            f"{m.repeats} x {fixed} requests, {m.output_throughput:.1f} tok/s "
             f"({time.monotonic() - t0:.0f} s, load {load_average():.1f})"
         )
 
