@@ -39,7 +39,7 @@ def test_plan_describes_an_adaptive_search_and_refuses_a_budget_on_a_grid():
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "25 variants x 4 levels" in text
+    assert "25 variants x 3 levels" in text  # examples/sim.yaml: c=1, 2, 8
     assert (
         "search: adaptive over these 25 variants: baseline, eagle3-s1-k1-d2, eagle3-s8-k1-d9"
         in text
