@@ -191,11 +191,13 @@ async def run_level(
                 got = await runner.run(todo, progress)
                 gc.collect()  # between closed loops, where no clock is running
                 _warn_warmup(concurrency, [r for r in got if r.repeat == WARMUP])
-                records.extend(r for r in got if r.repeat != WARMUP)
-                passes = [
-                    compute_pass_metrics(group, concurrency, load.max_error_rate, drift, records)
-                    for group in split_passes(records)
-                ]
+                measured = [r for r in got if r.repeat != WARMUP]
+                records.extend(measured)
+                # passes do not overlap in time (each drains before the next warm-in), so
+                # a pass's window holds its own tokens only: its metrics are final now
+                passes.append(
+                    compute_pass_metrics(measured, concurrency, load.max_error_rate, drift)
+                )
                 elapsed = perf_counter() - perf_origin
                 todo = []
                 if len(passes) < planned:

@@ -86,8 +86,10 @@ def test_target_cv_missed_runs_max_repeats() -> None:
 
 def test_a_target_ci_already_met_stops_after_one_pass() -> None:
     load = LoadSpec(input_len=4, output_len=4, requests_per_level=8, target_ci=0.9)
-    # a paced stub: an unpaced level lasts ~5 ms, and a busy machine's jitter is its width
-    result, _ = level(load, 2, ttft_ms=2.0, itl_ms=2.0)
+    # a paced stub: an unpaced level lasts ~5 ms, and a busy machine's jitter is its width;
+    # its window (a pass read from the first tokens to the (N-C+1)-th end) is most of ~60 ms
+    # at 5 ms a chunk (at 2 ms, ~25 ms: a loaded worker once read it ±90% wide)
+    result, _ = level(load, 2, ttft_ms=5.0, itl_ms=5.0)
     assert result.metrics.repeats == 1
     assert result.metrics.target_ci_met is True
     assert result.metrics.output_throughput_ci.rel_halfwidth <= 0.9
