@@ -54,10 +54,11 @@ high). ``benchmarks/closed_loop_bias.py`` measured both. Since 2026-12-06 every 
 starts after a staggered warm-in and is read over its window; the truth is the loop at
 spread phases (above), and both read within about 1% of it, alike.
 
-Run at ad881a5 (2026-12-06, 9 min): FAIL, 11/12 winners right, 3/3 pivots within 15%
-(default frozen-kv-mtp 28.61 vs 28.53, dflash 2.87 vs 2.55 (+13%); 8B eagle3-s2 30.10 vs
-30.92). The one wrong winner is the 8B profile at c=32: eagle3-s4 (truth 5,237 tok/s) and
-dflash (5,011, 4.3% behind) measured +3.3% apart with +-5% on their ratio, a tie, which
+Run at 2b68718 (2026-12-06, 9 min): FAIL, 11/12 winners right, 4/4 pivots within 15%
+(default frozen-kv-mtp 28.14 vs 28.23, dflash 2.74 vs 2.55, ngram 2.68 vs 2.92; 8B ngram
+14.21 vs 13.64); at ad881a5 3/3. The one wrong winner is the 8B profile at c=32: eagle3-s4
+(truth 5,237 tok/s) and dflash (5,011, 4.3% behind) measured +1.8% apart with +-4% on
+their ratio (+3.3% +-5% at ad881a5), a tie, which
 the tie rule gives to the simpler config; the answer says "Not decided: measure more at
 c=32". dflash's passes spread with their category mix (+-4.2% at c=32 with one pass of
 128 builtin prompts, its acceptance differing most by category), and the measure-more
