@@ -249,8 +249,8 @@ def slice_rates(
     the whole pass, first send to last end).
 
     Each ok request's tokens are placed at its chunks' arrival times (scaled up evenly
-    where the chunks' tokens add up to less than the request's output, as in
-    metrics.steady_tokens); a request is counted as the share of its tokens per chunk.
+    where the chunks' tokens add up to less than the request's output), a request as the
+    share of its tokens per chunk: window_counts' rule, per slice.
     """
     if not records:
         return np.zeros(0), np.zeros(0)
