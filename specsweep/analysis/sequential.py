@@ -13,6 +13,13 @@ and returns a typed step, as a planner should (GuideLLM's ``Profile.next_strateg
 - `Settled(reason)`: nothing open involves it, or the run's `load.decide_budget_s` (the
   server time spent measuring more, over the whole run) would be exceeded.
 
+Where nothing is open yet, a variant may still be measured more for precision: the
+baseline (the reference of every ratio) and the current choice of a level (the incumbent
+that later variants are compared with after its server is gone). That spending is
+foresight, not a decision, so it may use only `PRECISION_SHARE` of the budget: the rest
+stays for decisions that are open, which the last variants launched (their servers come
+up last) would otherwise find spent.
+
 Extra passes are pooled with the level's earlier ones (same server, fresh prompts), so the
 level's interval narrows and the level row is rewritten with every pass in it.
 """
@@ -29,6 +36,7 @@ from specsweep.analysis.levels import adaptive_mask, judge_levels, ok_levels
 from specsweep.analysis.params import TIE_MARGIN
 
 MAX_PASSES = 16  # a level pooled past this is left to the budget's verdict: it is a tie
+PRECISION_SHARE = 0.5  # of the budget, the most spent where no decision is open (above)
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ def plan_more(
     if budget_s <= 0:
         return Settled("measuring more is off (load.decide_budget_s = 0)")
     left = budget_s - spent_s
+    foresight = PRECISION_SHARE * budget_s - spent_s  # what precision alone may spend
     ok = ok_levels(rows)
     ok = ok[~adaptive_mask(ok)]
     if ok.empty:
@@ -83,7 +92,7 @@ def plan_more(
     judged = judge_levels(ok, margin)
     mine = ok[ok["variant"] == variant].groupby("concurrency").last()
     if bool(ok.loc[ok["variant"] == variant, "is_baseline"].any()):
-        return _reference(variant, mine, passes, pass_seconds, left, spent_s, budget_s, margin)
+        return _reference(variant, mine, passes, pass_seconds, foresight, spent_s, budget_s, margin)
     candidates = []
     for c, j in judged.items():
         if j.status != "open" or variant not in (j.choice, j.rival) or c not in passes:
@@ -106,8 +115,9 @@ def plan_more(
                     candidates.append((half, c, j))
         if candidates:
             half, c, _ = max(candidates)
-            return _more(c, passes, pass_seconds, left, spent_s, budget_s,
-                         f"{variant} is the choice at c={c}, measured ±{half:.1%}")  # fmt: skip
+            return _more(c, passes, pass_seconds, foresight, spent_s, budget_s,
+                         f"{variant} is the choice at c={c}, measured ±{half:.1%}",
+                         "its share for precision")  # fmt: skip
     if not candidates:
         return Settled(f"no open decision that more of {variant} can settle")
     _, c, j = max(candidates, key=lambda t: (t[0] if math.isfinite(t[0]) else 0.0, -t[1]))
@@ -122,6 +132,7 @@ def _more(
     spent_s: float,
     budget_s: float,
     reason: str,
+    share: str = "",
 ) -> DecideStep:
     """Double the level's passes, or as many as the budget left allows (at least one)."""
     more = min(max(1, passes[c]), MAX_PASSES - passes[c])
@@ -129,9 +140,8 @@ def _more(
     while more > 1 and more * cost > left:
         more //= 2
     if more * cost > left:
-        return Settled(
-            f"load.decide_budget_s spent ({spent_s:.0f} of {budget_s:.0f} s): c={c} stays as is"
-        )
+        spent = f"{spent_s:.0f} of {budget_s:.0f} s" + (f", {share}" if share else "")
+        return Settled(f"load.decide_budget_s spent ({spent}): c={c} stays as is")
     return MeasureMore(c, more, reason)
 
 
@@ -160,4 +170,5 @@ def _reference(
         return Settled(f"{variant}: every level within ±{2 * margin:.0%} (the reference)")
     half, c = max(wide)
     reason = f"the reference of every ratio measured ±{half:.1%} at c={c}"
-    return _more(c, passes, pass_seconds, left, spent_s, budget_s, reason)
+    return _more(c, passes, pass_seconds, left, spent_s, budget_s, reason,
+                 "its share for precision")  # fmt: skip

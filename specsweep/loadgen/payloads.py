@@ -10,8 +10,10 @@ What a request carries depends on the load's prompts:
 
 * random: token ids on /generate, random words on the text endpoints, all of
   ``load.input_len`` tokens (category ``random``);
-* the bundled set or a JSONL/ShareGPT file: the next record of a fixed shuffle
-  (the passes of a level take consecutive slices, the warmup the far end), fitted
+* the bundled set or a JSONL/ShareGPT file: the next record of a fixed shuffle that
+  holds the categories in proportion along its length (``prompts.stratified_order``:
+  every pass sends the workload's mix; the passes of a level take consecutive slices,
+  the warmup the far end), fitted
   to ``load.input_len`` (``prompt_length: fit``) or as it is (``natural``, where a
   record's own ``output_len`` wins); category: the record's;
 * a replay: the records in file order, cycling, each at its recorded input and
@@ -72,6 +74,8 @@ class RequestFactory:
         self.replay = self.workload is not None and self.workload.kind == "replay"
         n = load.num_requests(concurrency)
         records = self.workload.records if self.workload is not None else ()
+        # every pass holds the categories in proportion (drift.yield_variance relies on it)
+        self._strata = [r.category for r in records]
         texts = sum(r.text is not None for r in records)
         if texts and len(records) < n * load.repeats:
             logger.warning(
@@ -102,7 +106,7 @@ class RequestFactory:
                 picked = pick_in_order(records, n, len(records) - n)
             else:
                 order = level_seed(self.load.seed, self.concurrency)
-                picked = pick_shuffled(records, order, n, len(records) - n)
+                picked = pick_shuffled(records, order, n, len(records) - n, self._strata)
             requests = self._build(picked, seed)
         if self.load.phases == "together":
             return requests
@@ -117,7 +121,7 @@ class RequestFactory:
         if self.replay:
             return self._build(pick_in_order(records, n, repeat * n), seed)
         order = level_seed(self.load.seed, self.concurrency)
-        return self._build(pick_shuffled(records, order, n, repeat * n), seed)
+        return self._build(pick_shuffled(records, order, n, repeat * n, self._strata), seed)
 
     def _shorter(self, request: PreparedRequest, output_len: int) -> PreparedRequest:
         """The same request asking for ``output_len`` tokens (its body re-encoded)."""

@@ -9,9 +9,12 @@ cycles: the verify steps the server reports per request), and its throughput is 
   from request to request); those counts are independent across requests and immune to
   the client's timing, so a single pass shows their spread. ``yield_variance``: the
   ratio estimator tokens / steps over the pass's requests, its variance from their
-  residuals (tokens - yield x steps), requests in the order they were sent cut into
-  groups: one request per group, halved while the groups' residuals have a significant
-  lag-1 autocorrelation (requests that ran side by side and moved together count as one).
+  residuals (tokens - yield x steps, the yield taken within each prompt category: a
+  pass holds every category of its workload in proportion, loadgen/prompts.
+  stratified_order, so which categories it drew is not noise), requests in the order
+  they were sent cut into groups: one request per group, halved while the groups'
+  residuals have a significant lag-1 autocorrelation (requests that ran side by side
+  and moved together count as one).
 - **step rate**: the server's and the client's speed (clocks, co-tenants, the
   scheduler, a CPU-bound client). Inside one pass it cannot be read honestly: the
   waves' prefill phases make time slices anti-correlated (measured on the simulator:
@@ -46,6 +49,7 @@ class YieldRecord(Protocol):
     chunk_times: tuple[float, ...]
     output_tokens: int
     spec_verify_ct: int | None
+    category: str | None
 
     @property
     def ok(self) -> bool: ...
@@ -117,7 +121,13 @@ def _steps(records: Sequence[YieldRecord]) -> np.ndarray:
 
 def yield_variance(records: Sequence[YieldRecord]) -> tuple[float, int]:
     """(relative variance of the pass's yield, independent groups it rests on); (NaN, n)
-    below two usable requests."""
+    below two usable requests.
+
+    The residuals are taken within each category (``_residuals``): the load draws every
+    category in proportion to the workload's (loadgen/prompts.stratified_order), so a
+    pass's category counts are fixed by design, and the level's truth is the workload's
+    mix. The variance is scaled by (n - 1) / (n - K) for the K category yields fitted.
+    """
     done = sorted((r for r in records if r.ok and r.chunk_times), key=lambda r: r.index)
     if len(done) < 2:
         return math.nan, len(done)
@@ -125,10 +135,33 @@ def yield_variance(records: Sequence[YieldRecord]) -> tuple[float, int]:
     steps = _steps(done)
     if not (tokens.sum() > 0 and steps.sum() > 0):
         return math.nan, len(done)
-    residuals = tokens - tokens.sum() / steps.sum() * steps
+    residuals, fitted = _residuals(tokens, steps, [r.category for r in done])
     groups = independent_groups(residuals, min(MIN_GROUPS, len(done)))
     e, t = _grouped(residuals, groups), _grouped(tokens, groups)
-    return float((e * e).sum() / (groups * (groups - 1)) / t.mean() ** 2), groups
+    n = len(done)
+    scale = (n - 1) / (n - fitted) if n > fitted else math.nan
+    return float((e * e).sum() / (groups * (groups - 1)) / t.mean() ** 2 * scale), groups
+
+
+def _residuals(
+    tokens: np.ndarray, steps: np.ndarray, categories: Sequence[str | None]
+) -> tuple[np.ndarray, int]:
+    """(each request's residual, how many means were fitted): tokens - yield x steps (the
+    pass's yield: the linearised ratio), less its category's mean residual, since with
+    each category's count fixed only the spread within a category moves the pass.
+    Requests whose category no other request of the pass has would have no spread of
+    their own, so they are pooled into one group."""
+    linear = tokens - tokens.sum() / steps.sum() * steps
+    names = np.asarray([str(c) for c in categories])
+    kinds, counts = np.unique(names, return_counts=True)
+    if (counts < 2).any():
+        names = np.where(np.isin(names, kinds[counts < 2]), "", names)
+    residuals = np.empty_like(linear)
+    groups = np.unique(names)
+    for name in groups:
+        mine = names == name
+        residuals[mine] = linear[mine] - linear[mine].mean()
+    return residuals, len(groups)
 
 
 def pass_yield(

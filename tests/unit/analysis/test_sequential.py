@@ -68,3 +68,21 @@ def test_a_spent_budget_settles_and_says_so():
                  {"baseline": 0.01, S2: 0.05})  # fmt: skip
     step = _plan(rows, S2, spent=19.9, seconds=1.0)
     assert isinstance(step, Settled) and "spent" in step.reason
+
+
+def test_precision_spends_only_its_share_and_leaves_the_rest_for_open_decisions():
+    """The baseline's and an incumbent's precision is foresight: past PRECISION_SHARE of
+    the budget it stops, while a decision that is open may still use the rest."""
+    wide = _with([level_row(RUN, "baseline", 8, baseline_tput(8))], {"baseline": 0.05})
+    assert isinstance(_plan(wide, "baseline", spent=9.0, seconds=0.5), MeasureMore)
+    settled = _plan(wide, "baseline", spent=9.8, seconds=0.5)  # 10 s of 20 is its share
+    assert isinstance(settled, Settled) and "share for precision" in settled.reason
+    t = baseline_tput(8)
+    incumbent = _with([level_row(RUN, "baseline", 8, t), chain_row(RUN, 2, 8, t * 1.3)],
+                      {"baseline": 0.01, S2: 0.05})  # fmt: skip
+    assert isinstance(_plan(incumbent, S2, spent=9.0), MeasureMore)  # the choice, ±5%
+    assert "share for precision" in _plan(incumbent, S2, spent=9.8).reason
+    open_ = _with([level_row(RUN, "baseline", 8, t), chain_row(RUN, 2, 8, t * 1.04)],
+                  {"baseline": 0.01, S2: 0.05})  # fmt: skip
+    step = _plan(open_, S2, spent=15.0)
+    assert isinstance(step, MeasureMore) and "leads baseline" in step.reason

@@ -17,6 +17,7 @@ from specsweep.loadgen.prompts import (
     make_text_prompts,
     pick_in_order,
     pick_shuffled,
+    stratified_order,
 )
 from specsweep.workloads import RANDOM_WORDS
 
@@ -90,6 +91,27 @@ def test_shuffled_picks_are_deterministic_and_passes_do_not_overlap() -> None:
     assert not set(first) & set(second)
     assert pick_shuffled(prompts, seed=2, count=10) != pick_shuffled(prompts, seed=1, count=10)
     assert len(pick_shuffled(prompts, seed=1, count=25)) == 25  # wraps around
+
+
+def test_a_stratified_order_holds_every_stratum_in_proportion_along_its_length() -> None:
+    """Any run of consecutive items holds each stratum within one item of its share;
+    equal strata give exact shares in runs of a multiple of their count, wrapping too."""
+    strata = ["a"] * 10 + ["b"] * 30 + ["c"] * 7
+    order = stratified_order(strata, seed=3)
+    assert sorted(order) == list(range(len(strata)))  # a permutation
+    assert order == stratified_order(strata, seed=3) != stratified_order(strata, seed=4)
+    for start in range(len(order)):
+        for length in (5, 12, 20, 33):
+            run = [strata[order[(start + i) % len(order)]] for i in range(length)]
+            for s, size in (("a", 10), ("b", 30), ("c", 7)):
+                assert abs(run.count(s) - length * size / len(strata)) <= 2, (start, length)
+    even = [c for c in "wxyz" for _ in range(60)]
+    for seed in range(5):
+        for offset in range(0, 240, 4):
+            run = pick_shuffled(even, seed, 128, offset, strata=even)
+            assert {run.count(c) for c in "wxyz"} == {32}
+    plain = pick_shuffled(even, 0, 128)  # unstratified: the mix is a draw
+    assert {plain.count(c) for c in "wxyz"} != {32}
 
 
 def test_in_order_picks_wrap() -> None:

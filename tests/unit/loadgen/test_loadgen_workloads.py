@@ -78,6 +78,17 @@ def test_builtin_passes_are_reproducible_and_take_different_prompts() -> None:
     assert all(t in bundled for t in texts)  # natural: as they are
 
 
+def test_every_builtin_pass_sends_the_categories_in_proportion() -> None:
+    """The bundled set has 60 prompts of each of 4 categories: every pass of 32 sends 8
+    of each, on every level (drift.yield_variance counts only the noise within them)."""
+    load = LoadSpec(prompts="builtin", prompt_length="natural", requests_per_level=32)
+    for c in (1, 4, 8):
+        f = RequestFactory(URL, c, load)
+        for repeat in range(8):
+            cats = [r.category for r in f.measured(repeat)]
+            assert {cats.count(k) for k in load_builtin().categories} == {8}, (c, repeat)
+
+
 def test_jsonl_natural_uses_each_records_output_len(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "mine.jsonl", [
         {"prompt": "Say hello to the new team members in a friendly way.", "output_len": 7},

@@ -4,7 +4,7 @@ variance, the drift a calibration measures and how the level's own passes update
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -30,6 +30,7 @@ class Req:
     output_tokens: int
     spec_verify_ct: int | None = None
     error: str | None = None
+    category: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,27 @@ def test_the_yield_variance_predicts_the_spread_of_passes():
         estimates.append(yield_variance(requests(steps))[0])
     true_var = np.var(yields, ddof=1) / np.mean(yields) ** 2
     assert np.mean(estimates) == pytest.approx(true_var, rel=0.2)
+
+
+def test_the_yield_variance_of_passes_that_hold_their_categories_in_proportion():
+    """Two categories accept differently (code 2x the steps of chat's yield): passes that
+    hold 16 of each vary only within the categories, and the estimate from one pass
+    matches that spread; taken across categories it would be about twice too large."""
+    rng = np.random.default_rng(5)
+    yields, estimates, pooled = [], [], []
+    for _ in range(400):
+        steps = np.concatenate([rng.binomial(128, 0.2, 16) + 10, rng.binomial(128, 0.5, 16) + 10])
+        order = rng.permutation(32)
+        reqs = [
+            Req(i, tuple(range(int(steps[k]))), 128, int(steps[k]), category="ab"[k // 16])
+            for i, k in enumerate(order)
+        ]
+        yields.append(32 * 128 / steps.sum())
+        estimates.append(yield_variance(reqs)[0])
+        pooled.append(yield_variance([replace(r, category=None) for r in reqs])[0])
+    true_var = np.var(yields, ddof=1) / np.mean(yields) ** 2
+    assert np.mean(estimates) == pytest.approx(true_var, rel=0.2)
+    assert np.mean(pooled) > 3 * true_var  # the categories' difference is not the pass's noise
 
 
 def test_verify_steps_are_read_where_every_request_reports_them():
