@@ -124,9 +124,10 @@ def yield_variance(records: Sequence[YieldRecord]) -> tuple[float, int]:
     below two usable requests.
 
     The residuals are taken within each category (``_residuals``): the load draws every
-    category in proportion to the workload's (loadgen/prompts.stratified_order), so a
-    pass's category counts are fixed by design, and the level's truth is the workload's
-    mix. The variance is scaled by (n - 1) / (n - K) for the K category yields fitted.
+    category in proportion to the workload's (loadgen/prompts.stratified_order; a
+    replay sends the file's own order), so a pass's category counts are fixed by design,
+    not drawn, and the level's truth is the workload's mix. The variance is scaled by
+    (n - 1) / (n - K) for the K category means fitted.
     """
     done = sorted((r for r in records if r.ok and r.chunk_times), key=lambda r: r.index)
     if len(done) < 2:
