@@ -54,16 +54,18 @@ high). ``benchmarks/closed_loop_bias.py`` measured both. Since 2026-12-06 every 
 starts after a staggered warm-in and is read over its window; the truth is the loop at
 spread phases (above), and both read within about 1% of it, alike.
 
-Run at 2b68718 (2026-12-06, 9 min): FAIL, 11/12 winners right, 4/4 pivots within 15%
-(default frozen-kv-mtp 28.14 vs 28.23, dflash 2.74 vs 2.55, ngram 2.68 vs 2.92; 8B ngram
-14.21 vs 13.64); at ad881a5 3/3. The one wrong winner is the 8B profile at c=32: eagle3-s4
-(truth 5,237 tok/s) and dflash (5,011, 4.3% behind) measured +1.8% apart with +-4% on
-their ratio (+3.3% +-5% at ad881a5), a tie, which
-the tie rule gives to the simpler config; the answer says "Not decided: measure more at
-c=32". dflash's passes spread with their category mix (+-4.2% at c=32 with one pass of
-128 builtin prompts, its acceptance differing most by category), and the measure-more
-budget (20 s) had gone to the precision of earlier choices (eagle3-s4 at c=1-4, 4 passes
-each) before dflash's server came up last.
+Run at 2b68718 (2026-12-06, 9 min): FAIL, 11/12 winners right, 4/4 pivots within 15%.
+The one wrong winner was the 8B profile at c=32: eagle3-s4 (truth 5,237 tok/s) and dflash
+(4.3% behind) measured +1.8% apart with +-4% on their ratio, a tie, which the tie rule
+gives to the simpler config ("Not decided: measure more at c=32"). Two causes: dflash's
+passes spread with the categories each happened to draw (+-4.2% at c=32, one pass of 128
+builtin prompts; its acceptance differs most by category), and the measure-more budget
+(20 s) had gone to the precision of earlier choices (eagle3-s4 at c=1-4) before dflash's
+server came up last. Since f329a89 every pass holds the categories in proportion
+(loadgen/prompts.stratified_order; the yield's variance is taken within categories) and
+precision may spend only half the budget (analysis/sequential.PRECISION_SHARE). Run at
+f329a89 (2026-12-06, 9 min): PASS, 12/12 winners, 6/6 pivots within 15% (8B c=32: dflash
+measured +-1.2% with two passes, eagle3-s4 chosen).
 
     .venv/bin/python benchmarks/algorithm_sweep.py            # a few minutes on 2 CPUs
     .venv/bin/python benchmarks/algorithm_sweep.py --truth    # the truth tables only

@@ -33,6 +33,14 @@ intervals there were +-40-60% and the 8B answer "not decided" (decide 0/6 winner
 PASS when, over both profiles, ``decide`` gets at least as many winners right and as many
 pivots within 15% as ``planned``, and every winner outside a truth near-tie is right.
 
+Run at f329a89 (2026-12-06, 18 min, the load generator's warm-in and stratified passes,
+precision limited to half the budget): FAIL. The default profile 6/6 winners and 3/3 pivots
+in both modes (decide: 3.4% extra server time). The 8B profile "not decided" in both modes
+(planned 0/6, decide 1/6; pivots 1/1; decide 8.2% extra): its truth's best at every level is
+5 steps, 2.0-3.3% ahead of 3 steps (the scheduler in virtual time agrees with the analytic
+truth within 0.4%), and the 20 s budget at scale 0.48 does not narrow the ratio below the
+1% tie margin (c=32: +1.3% +-1%; c=16: +1.1% +-2%).
+
     .venv/bin/python benchmarks/decision_accuracy.py            # ~18 min on 2 CPUs
 """
 
