@@ -9,8 +9,8 @@ cycles: the verify steps the server reports per request), and its throughput is 
   from request to request); those counts are independent across requests and immune to
   the client's timing, so a single pass shows their spread. ``yield_variance``: the
   ratio estimator tokens / steps over the pass's requests, its variance from their
-  residuals (tokens - yield x steps, the yield taken within each prompt category: a
-  pass holds every category of its workload in proportion, loadgen/prompts.
+  residuals (tokens - yield x steps, each less its prompt category's mean: a pass
+  holds every category of its workload in proportion, loadgen/prompts.
   stratified_order, so which categories it drew is not noise), requests in the order
   they were sent cut into groups: one request per group, halved while the groups'
   residuals have a significant lag-1 autocorrelation (requests that ran side by side
