@@ -43,15 +43,25 @@ def _cell(row: dict[str, Any]) -> tuple[object, object]:
 
 
 def measure_to_decide(server: VariantServer, shapes: list[Shape]) -> list[dict[str, Any]]:
-    """Per shape measured on this launch: extra passes until nothing open involves this
-    variant or the run's load.decide_budget_s is spent (analysis/sequential.py)."""
+    """Extra passes on this launch until nothing open involves this variant at any of its
+    shapes or the run's load.decide_budget_s is spent (analysis/sequential.py).
+
+    The shapes take turns, one step each: a shape measured to the end before the next
+    would spend the budget's precision share on its own levels and leave the next
+    shape's reference as wide as it came (a loaded machine, two shapes: the first shape's
+    baseline pooled 16 passes, the second's stayed at ±16%)."""
     rows: list[dict[str, Any]] = []
-    for shape in shapes:
-        while isinstance(step := server.next_to_decide(shape), MeasureMore):
-            rows.append(
-                measure_more(server, step, shape, server.cell_name(shape, step.concurrency))
-            )
-        get_run_logger().info("%s: %s", server.label, step.reason)
+    waiting = list(shapes)
+    while waiting:
+        for shape in list(waiting):
+            step = server.next_to_decide(shape)
+            if isinstance(step, MeasureMore):
+                cell = server.cell_name(shape, step.concurrency)
+                rows.append(measure_more(server, step, shape, cell))
+                continue
+            waiting.remove(shape)
+            who = f"{server.label} {shape.label}" if server.load.multi_shape else server.label
+            get_run_logger().info("%s: %s", who, step.reason)
     return rows
 
 

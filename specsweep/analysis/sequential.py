@@ -92,7 +92,7 @@ def plan_more(
     judged = judge_levels(ok, margin)
     mine = ok[ok["variant"] == variant].groupby("concurrency").last()
     if bool(ok.loc[ok["variant"] == variant, "is_baseline"].any()):
-        return _reference(variant, mine, passes, pass_seconds, foresight, spent_s, budget_s, margin)
+        return _reference(mine, passes, pass_seconds, foresight, spent_s, budget_s, margin)
     candidates = []
     for c, j in judged.items():
         if j.status != "open" or variant not in (j.choice, j.rival) or c not in passes:
@@ -146,7 +146,6 @@ def _more(
 
 
 def _reference(
-    variant: str,
     mine: pd.DataFrame,
     passes: Mapping[int, int],
     pass_seconds: Mapping[int, float],
@@ -167,7 +166,7 @@ def _reference(
         and half > 2 * margin
     ]
     if not wide:
-        return Settled(f"{variant}: every level within ±{2 * margin:.0%} (the reference)")
+        return Settled(f"every level within ±{2 * margin:.0%} (the reference of every ratio)")
     half, c = max(wide)
     reason = f"the reference of every ratio measured ±{half:.1%} at c={c}"
     return _more(c, passes, pass_seconds, left, spent_s, budget_s, reason,

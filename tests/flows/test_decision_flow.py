@@ -3,13 +3,19 @@ measuring more while each server is up, and one decision that every view renders
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+from prefect import flow
 from typer.testing import CliRunner
 
 from specsweep.analysis.answer import analyze_run
 from specsweep.analysis.decision import HEADLINE_COLUMNS
+from specsweep.analysis.sequential import MeasureMore, Settled
 from specsweep.cli import app
 from specsweep.config.file import parse_config
+from specsweep.config.load import Shape
+from specsweep.flows.benchmark_variant import measure_to_decide
 from specsweep.flows.step_sweep import step_sweep
 from specsweep.loadgen.calibration import DriftBands
 from specsweep.report.decision_view import decision_rows
@@ -79,3 +85,51 @@ def test_a_sweep_measures_more_where_it_decides_and_every_view_agrees(tmp_path, 
     step_sweep(config, run_id=run_id)
     assert [f.stat().st_mtime_ns for f in files] == stamps
     assert len(store.read_levels(run_id)) == len(levels)
+
+
+class _TwoShapeServer:
+    """A server with two shapes measured on its launch, each wanting three more steps, and
+    a run budget for four: the planner's answers as `VariantServer.next_to_decide` gives
+    them (the budget is the run's, shared by every shape), and which shape measured when."""
+
+    label = "baseline"
+    load = SimpleNamespace(multi_shape=True)
+
+    def __init__(self) -> None:
+        self.wanted = {"in64-out32": 3, "in256-out32": 3}
+        self.budget = 4
+        self.order: list[str] = []
+
+    def cell_name(self, shape: Shape, concurrency: int) -> str:
+        return f"{shape.label} c={concurrency}"
+
+    def next_to_decide(self, shape: Shape) -> MeasureMore | Settled:
+        if not self.budget:
+            return Settled("load.decide_budget_s spent")
+        if not self.wanted[shape.label]:
+            return Settled("every level within ±2%")
+        return MeasureMore(16, 1, "the reference of every ratio measured ±16%")
+
+    def measure_more(self, step: MeasureMore, shape: Shape) -> dict:
+        self.budget -= 1
+        self.wanted[shape.label] -= 1
+        self.order.append(shape.label)
+        return {"shape": shape.label, "concurrency": step.concurrency, "repeats": 2,
+                "output_throughput": 1.0, "output_throughput_lo": 0.9,
+                "output_throughput_hi": 1.1}  # fmt: skip
+
+
+def test_the_shapes_of_one_launch_take_turns_at_the_budget():
+    """A shape measured to the end before the next spent the run's precision share on its
+    own levels: on a loaded machine the first shape's baseline pooled 16 passes and the
+    second's kept ±16% (the flow test above, three workers on two cores)."""
+    server = _TwoShapeServer()
+    shapes = [Shape(input_len=64, output_len=32), Shape(input_len=256, output_len=32)]
+
+    @flow
+    def decide() -> list[dict]:
+        return measure_to_decide(server, shapes)  # type: ignore[arg-type]
+
+    rows = decide()
+    assert server.order == ["in64-out32", "in256-out32"] * 2
+    assert [r["shape"] for r in rows] == server.order
