@@ -282,7 +282,9 @@ def _verify(
             source, reach, ref = f"the best static, {best_v}", best_t, best_v
         else:
             source, reach, ref = f"the best chain, {chain_v}", chain_t, chain_v
-        cv_ref = cv_static.at[c, ref] if ref and c in cv_static.index else math.nan
+        # a reference measured once has no CV (no column: the pivot drops all-NaN ones)
+        known = ref in cv_static.columns and c in cv_static.index
+        cv_ref = cv_static.at[c, ref] if ref and known else math.nan
         noise = 0.0 if ref is None else 2 * math.hypot(r.cv_, cv_ref)
         # a gap inside the repeats' 2-sigma spread is not evidence of falling short (the
         # export resolves near-ties within that spread to fewer steps on purpose)

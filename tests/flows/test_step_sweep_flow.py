@@ -36,7 +36,13 @@ def no_server_left(port: int) -> bool:
 
 
 def test_step_sweep_writes_one_row_per_variant_and_level(tmp_path, port):
-    config = parse_config(sim_config_data(tmp_path, port))
+    data = sim_config_data(tmp_path, port)
+    # Simulated time at a fifth of real time, not a twentieth: a request of 16 tokens then
+    # streams for ~30 ms, not ~8 ms. On a loaded machine (three workers on two cores) the
+    # load generator once slept through every request of a level and read each one's
+    # chunks at once: every ITL 0 ms, the interval [0, 0] (true, and no interval to check).
+    data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.2"
+    config = parse_config(data)
     result = step_sweep(config)
     run_id = result["run_id"]
     store = ResultsStore(config.results_dir)

@@ -16,6 +16,7 @@ from tests.synthetic_levels import (
     adaptive_frame,
     adaptive_row,
     baseline_tput,
+    chain_row,
     frame,
     static_rows,
     sweep_rows,
@@ -204,3 +205,22 @@ def test_a_gap_inside_the_repeats_noise_is_not_a_shortfall():
     noisy = run(factor={8: 0.96}, row_kw={"repeats": 3, "cv": 0.02})  # 2 sigma ≈ 5.7%
     assert quiet[0].short == [8]  # 4% below with ±0.6%: short
     assert noisy[0].short == [] and level(noisy[0], 8)["noise"] > 0.04
+
+
+def test_a_reference_measured_once_beside_repeated_ones_has_no_noise_of_its_own():
+    """Measuring more pools passes into some levels only: the 1-step chain and the
+    baseline here have 3 passes, the 3-step chain (the best chain at c=1..8) one, so its
+    CV is unknown at every level. The verification then judges against it with the
+    tolerance alone, as where nothing was repeated (it raised KeyError: the CV table had
+    no column for it; the adaptive flow's test met it once measuring more was on)."""
+    rows = static_rows(RUN, {1: R1}, repeats=3, cv=0.01)
+    rows += [chain_row(RUN, 3, c, baseline_tput(c) * r) for c, r in R3.items()]
+    for c, steps in INTENDED.items():
+        t = best(c) * (0.99 if steps else 0.96)
+        rows.append(adaptive_row(RUN, NAME, c, t, tiers=TIERS, steps_share={steps: 1.0},
+                                 repeats=3, cv=0.01))  # fmt: skip
+    (v,) = verify_adaptive(adaptive_frame(rows))
+    one = level(v, 1)
+    assert one["reachable_source"] == "the best chain, eagle3-s3-k1-d4"
+    assert math.isnan(one["noise"])  # the tolerance alone, as where nothing was repeated
+    assert v.delivers
