@@ -13,6 +13,11 @@ and returns a typed step, as a planner should (GuideLLM's ``Profile.next_strateg
 - `Settled(reason)`: nothing open involves it, or the run's `load.decide_budget_s` (the
   server time spent measuring more, over the whole run) would be exceeded.
 
+Where nothing is open yet, a variant whose pivot the intervals cannot place (its ratio to
+the baseline holds 1 at a level measured on this launch) gets more passes there, where
+its own interval is at least half as wide as the baseline's. A pivot names no config, so
+this spends from `PRECISION_SHARE` (below), before the incumbent's precision.
+
 Where nothing is open yet, a variant may still be measured more for precision: the
 baseline (the reference of every ratio) and the current choice of a level (the incumbent
 that later variants are compared with after its server is gone). That spending is
@@ -34,6 +39,7 @@ import pandas as pd
 
 from specsweep.analysis.levels import adaptive_mask, judge_levels, ok_levels
 from specsweep.analysis.params import TIE_MARGIN
+from specsweep.analysis.pivot import pivot_points
 
 MAX_PASSES = 16  # a level pooled past this is left to the budget's verdict: it is a tie
 PRECISION_SHARE = 0.5  # of the budget, the most spent where no decision is open (above)
@@ -105,6 +111,12 @@ def plan_more(
         if math.isfinite(own) and math.isfinite(their) and own < 0.5 * their:
             continue  # the other side's noise dominates: measuring this side barely helps
         candidates.append((j.width(), c, j))
+    if not candidates and (unsure := _unsure_pivot(ok, variant, mine, passes)) is not None:
+        half, c = unsure
+        return _more(c, passes, pass_seconds, foresight, spent_s, budget_s,
+                     f"{variant}'s pivot is unplaced: its ratio to the baseline holds 1 in "
+                     f"its 95% interval at c={c}, its side measured ±{half:.1%}",
+                     "its share for pivots and precision")  # fmt: skip
     if not candidates:
         # the incumbent: where this variant is the choice, later variants are compared
         # with it after its server is gone; make it as sure as the reference
@@ -122,6 +134,31 @@ def plan_more(
         return Settled(f"no open decision that more of {variant} can settle")
     _, c, j = max(candidates, key=lambda t: (t[0] if math.isfinite(t[0]) else 0.0, -t[1]))
     return _more(c, passes, pass_seconds, left, spent_s, budget_s, j.sentence())
+
+
+def _unsure_pivot(
+    ok: pd.DataFrame, variant: str, mine: pd.DataFrame, passes: Mapping[int, int]
+) -> tuple[float, int] | None:
+    """An inconclusive pivot of this variant that more of its own passes can place: the
+    widest of its unsure levels (the ratio's interval contains 1) measured on this launch
+    whose own interval is at least half the baseline's there (the baseline's server is
+    gone: where its noise dominates, measuring this side barely narrows the ratio)."""
+    pivot = pivot_points(ok).get(variant)
+    if pivot is None or pivot.kind != "inconclusive":
+        return None
+    base = ok[ok["is_baseline"].astype(bool)].groupby("concurrency").last()
+    unsure = []
+    for c in pivot.unsure:
+        if c not in passes or c not in mine.index or passes[c] >= MAX_PASSES:
+            continue
+        own = _rel_half(mine.loc[c])
+        theirs = _rel_half(base.loc[c]) if c in base.index else 0.0
+        if not math.isfinite(own) or (math.isfinite(theirs) and own < 0.5 * theirs):
+            continue
+        unsure.append((own, c))
+    if not unsure:
+        return None
+    return max(unsure)
 
 
 def _more(

@@ -86,3 +86,32 @@ def test_precision_spends_only_its_share_and_leaves_the_rest_for_open_decisions(
                   {"baseline": 0.01, S2: 0.05})  # fmt: skip
     step = _plan(open_, S2, spent=15.0)
     assert isinstance(step, MeasureMore) and "leads baseline" in step.reason
+
+
+def test_an_inconclusive_pivot_asks_for_more_of_its_unsure_level():
+    """No decision is open (the baseline is the choice at c=4, by more than the margin
+    nowhere), but where the chain stops paying is: its ratio's interval holds 1 at c=4.
+    More of the chain at c=4 places the pivot; the share is precision's (no config hangs
+    on it), and a level whose baseline side is the wide one is left alone."""
+    t = {c: baseline_tput(c) for c in (1, 4, 16)}
+    ratio = {1: 1.3, 4: 0.99, 16: 0.8}
+    half = {1: 0.015, 4: 0.05, 16: 0.015}
+    rows = [level_row(RUN, "baseline", c, t[c]) for c in t]
+    rows += [chain_row(RUN, 2, c, t[c] * ratio[c]) for c in t]
+    for r in rows:
+        h = 0.01 if r["variant"] == "baseline" else half[r["concurrency"]]
+        r["output_throughput_lo"] = r["output_throughput"] * (1 - h)
+        r["output_throughput_hi"] = r["output_throughput"] * (1 + h)
+    step = _plan(rows, S2)
+    assert isinstance(step, MeasureMore) and step.concurrency == 4, step
+    assert step.reason == (
+        "eagle3-s2-k1-d3's pivot is unplaced: its ratio to the baseline holds 1 in its 95% "
+        "interval at c=4, its side measured ±5.0%"
+    )
+    assert "share for pivots" in _plan(rows, S2, spent=9.9).reason  # 10 s of 20: the share
+    for r in rows:  # the baseline's side is the wide one at c=4
+        if r["concurrency"] == 4:
+            h = 0.2 if r["variant"] == "baseline" else 0.05
+            r["output_throughput_lo"] = r["output_throughput"] * (1 - h)
+            r["output_throughput_hi"] = r["output_throughput"] * (1 + h)
+    assert isinstance(_plan(rows, S2), Settled)
