@@ -19,8 +19,8 @@ demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then it
 # with two, 890 s with three: the e2e groups hold a worker each, mostly waiting on Prefect
 # heartbeats), but at three the load exposed races in tests (two fixed: a port handed out
 # twice, a process read before exec renamed it) in two of three runs; more may remain.
-# 2026-12-07, another 2-core VM: 657 s with two, 538-590 s with three (four runs; three
-# more load-sensitive failures fixed at their causes: commits 42b5c80 and f03dd3a).
+# 2026-12-07, another 2-core VM: 657-709 s with two, 538-640 s with three (five runs;
+# three more load-sensitive failures fixed at their causes: commits 42b5c80, f03dd3a).
 # `make test PYTEST_WORKERS=3` runs three, `PYTEST_WORKERS=0` serially; flags in PYTEST_ARGS.
 PYTEST_WORKERS ?= 2
 test: install refclients  ## The whole test suite.
