@@ -108,8 +108,8 @@ def plan_more(
         other = j.rival if variant == j.choice else j.choice
         theirs = ok[(ok["variant"] == other) & (ok["concurrency"] == c)]
         own, their = _rel_half(mine.loc[c]), _rel_half(theirs.iloc[-1]) if len(theirs) else 0.0
-        if math.isfinite(own) and math.isfinite(their) and own < 0.5 * their:
-            continue  # the other side's noise dominates: measuring this side barely helps
+        if _other_side_dominates(own, their):
+            continue
         candidates.append((j.width(), c, j))
     if not candidates and (unsure := _unsure_pivot(ok, variant, mine, passes)) is not None:
         half, c = unsure
@@ -136,6 +136,12 @@ def plan_more(
     return _more(c, passes, pass_seconds, left, spent_s, budget_s, j.sentence())
 
 
+def _other_side_dominates(own: float, theirs: float) -> bool:
+    """Whether the other side's interval is over twice this side's: more passes of this
+    side then barely narrow the ratio (its half-widths add in quadrature)."""
+    return math.isfinite(own) and math.isfinite(theirs) and own < 0.5 * theirs
+
+
 def _unsure_pivot(
     ok: pd.DataFrame, variant: str, mine: pd.DataFrame, passes: Mapping[int, int]
 ) -> tuple[float, int] | None:
@@ -153,7 +159,7 @@ def _unsure_pivot(
             continue
         own = _rel_half(mine.loc[c])
         theirs = _rel_half(base.loc[c]) if c in base.index else 0.0
-        if not math.isfinite(own) or (math.isfinite(theirs) and own < 0.5 * theirs):
+        if not math.isfinite(own) or _other_side_dominates(own, theirs):
             continue
         unsure.append((own, c))
     if not unsure:
