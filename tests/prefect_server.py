@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from tests.conftest import free_port
 
@@ -109,6 +111,28 @@ def server_env(
     return env
 
 
+def _api_session() -> requests.Session:
+    """A session that retries what Prefect's server marks as retryable, as Prefect's client does.
+
+    A SQLite database that another writer holds answers `database is locked`, which the server
+    turns into 503 ("retry"); `prefect.client.base.PrefectHttpxAsyncClient` retries 429, 502 and
+    503 with backoff, so a client that gives up at the first 503 fails where Prefect's own does not.
+    """
+    retry = Retry(
+        total=6,
+        status_forcelist=(429, 502, 503),
+        allowed_methods=None,  # every method: Prefect's client retries POSTs too
+        backoff_factor=0.5,
+        raise_on_status=False,  # the caller's raise_for_status names the last status
+    )
+    session = requests.Session()
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    return session
+
+
+_SESSION = _api_session()
+
+
 class PrefectApi:
     """JSON over the REST API at `self.api` (http://127.0.0.1:PORT/api)."""
 
@@ -119,14 +143,17 @@ class PrefectApi:
         return self.api.removesuffix("/api")
 
     def get(self, path: str) -> Any:
-        response = requests.get(f"{self.api}{path}", timeout=10)
+        response = _SESSION.get(f"{self.api}{path}", timeout=10)
         response.raise_for_status()
         return response.json()
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        response = requests.post(f"{self.api}{path}", json=body, timeout=10)
+        response = _SESSION.post(f"{self.api}{path}", json=body, timeout=10)
         response.raise_for_status()
         return response.json() if response.content else None
+
+    def delete(self, path: str) -> None:
+        _SESSION.delete(f"{self.api}{path}", timeout=10).raise_for_status()
 
     def flow_runs(self, deployment: str) -> list[dict[str, Any]]:
         dep = self.get(f"/deployments/name/{deployment}")

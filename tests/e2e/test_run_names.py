@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import requests
 
 from tests.e2e.conftest import TARGET, PrefectStack
 from tests.nightly_times import expected_nightly_name
@@ -25,17 +24,6 @@ HANG_GUARD_S = 300.0
 
 def deployment(stack: PrefectStack, name: str) -> dict[str, Any]:
     return stack.get(f"/deployments/name/{name}/{name}")
-
-
-def post_retrying(stack: PrefectStack, path: str, body: dict[str, Any]) -> Any:
-    """POST as Prefect's own client does: a 503 (SQLite busy under load) is retried."""
-    for attempt in range(5):
-        response = requests.post(f"{stack.api}{path}", json=body, timeout=10)
-        if response.status_code != 503:
-            break
-        time.sleep(0.5 * 2**attempt)
-    response.raise_for_status()
-    return response.json() if response.content else None
 
 
 def wait_named(stack: PrefectStack, run_id: str, name: str) -> dict[str, Any]:
@@ -59,8 +47,7 @@ def test_a_run_from_the_form_is_named_and_tagged_when_it_is_created(prefect_stac
     config = {**prefect_stack.config_data, "load": {**prefect_stack.config_data["load"]}}
     config["load"]["concurrency"] = [1, 2, 4]  # the levels changed in the form
     later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    run = post_retrying(
-        prefect_stack,
+    run = prefect_stack.post(
         f"/deployments/{dep['id']}/create_flow_run",
         {
             "name": "zeta2-enya-p",
@@ -75,13 +62,13 @@ def test_a_run_from_the_form_is_named_and_tagged_when_it_is_created(prefect_stac
             "specsweep", "step-sweep", f"target:{TARGET}", "run:named-at-creation"
         }  # fmt: skip
     finally:
-        requests.delete(f"{prefect_stack.api}/flow_runs/{run['id']}", timeout=10)
+        prefect_stack.delete(f"/flow_runs/{run['id']}")
 
 
 def test_the_nightlys_upcoming_runs_are_named_in_the_schedules_timezone(prefect_stack):
     dep = deployment(prefect_stack, "nightly-regression")
     # what the scheduler service does every minute, now: insert the next nights' runs
-    post_retrying(prefect_stack, f"/deployments/{dep['id']}/schedule", {})
+    prefect_stack.post(f"/deployments/{dep['id']}/schedule", {})
     flt = {
         "deployments": {"id": {"any_": [dep["id"]]}},
         "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
