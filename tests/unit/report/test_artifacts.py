@@ -10,6 +10,7 @@ import json
 import logging
 import re
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -27,6 +28,7 @@ from specsweep.report.artifacts import (
 )
 from specsweep.report.figure import INLINE_DPI
 from specsweep.report.markdown import TEXT_WIDTH, Grid, summary_markdown, summary_text, text_table
+from specsweep.report.plots import BASELINE_COLOR, LOSES_COLOR, PALETTE, PAYS_COLOR
 from specsweep.report.render import (
     answer_markdown,
     default_report_dir,
@@ -292,3 +294,19 @@ def _take_rows(lines: list[str]) -> list[str]:
 
 def _words(cell: str) -> str:
     return " ".join(cell.replace("<br>", " ").split())
+
+
+def test_the_embedded_speedup_plot_keeps_its_colours(files):
+    """The page's small palette PNG draws the speedup plot's colours as themselves, the
+    "speculation pays" and "loses" labels' (a few hundred pixels each) as well as the bands'
+    and lines': Pillow's default median cut spent the palette on the bands' pale blends and
+    drew the labels grey and brown."""
+    small = Image.open(io.BytesIO(files.inline["speedup"])).convert("RGB")
+    shown = np.array([rgb for _, rgb in small.getcolors()])
+    full = Image.open(files.plots["speedup"]).convert("RGB")
+    drawn = {rgb for _, rgb in full.getcolors(maxcolors=1 << 20)}
+    for colour in ("#2e7d32", "#c62828", PAYS_COLOR, LOSES_COLOR, BASELINE_COLOR, *PALETTE[:2]):
+        rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        assert rgb in drawn, colour  # the full drawing has it
+        nearest = int(np.abs(shown - np.array(rgb)).max(axis=1).min())
+        assert nearest <= 10, (colour, nearest)
