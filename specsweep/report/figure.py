@@ -7,8 +7,9 @@ from __future__ import annotations
 import io
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from specsweep.analysis.answer import CellAnswer
 from specsweep.report.evidence import load_text
@@ -19,6 +20,8 @@ DPI = 150
 # (lines, bands and text need no more), a plot is ~40 KB instead of ~180 KB.
 INLINE_DPI = 110
 INLINE_COLORS = 256
+SEPARATOR = "  ·  "  # between the subtitle's parts, and where a long one breaks
+SUBTITLE_LINE_IN = 0.16  # each further subtitle line moves the axes down (8.5 pt text)
 
 
 def style(ax: Axes) -> None:
@@ -47,7 +50,7 @@ def subtitle(answer: CellAnswer, shapes: list[str] | None = None) -> str:
     parts.append(f"run {answer.run_id}")
     if answer.simulated:
         parts.append("SIMULATED server")
-    return "  ·  ".join(p for p in parts if p)
+    return SEPARATOR.join(p for p in parts if p)
 
 
 def new_figure(
@@ -59,9 +62,30 @@ def new_figure(
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     height = size[1]  # place title and subtitle in inches from the top, whatever the size
     fig.suptitle(title, fontsize=13, fontweight="bold", x=0.01, y=1 - 0.08 / height, ha="left")
-    fig.text(0.01, 1 - 0.5 / height, subtitle(answer, shapes), fontsize=8.5, color="#555555")
-    fig.get_layout_engine().set(rect=(0, 0, 1, 1 - 0.62 / height))
+    text = fig.text(0.01, 1 - 0.36 / height, "", fontsize=8.5, color="#555555", va="top")
+    lines = _wrapped(text, subtitle(answer, shapes).split(SEPARATOR), size[0] * 0.98 * DPI)
+    text.set_text("\n".join(lines))
+    top = 0.62 + SUBTITLE_LINE_IN * (len(lines) - 1)
+    fig.get_layout_engine().set(rect=(0, 0, 1, 1 - top / height))
     return fig
+
+
+def _wrapped(text: Text, parts: list[str], width_px: float) -> list[str]:
+    """The subtitle's parts on as few lines as fit `width_px` (measured as drawn), broken
+    only between parts: a long model name or GPU ran past the figure's right edge."""
+    renderer = RendererAgg(1, 1, DPI)  # measures text only; draws nothing
+
+    def fits(line: str) -> bool:
+        text.set_text(line)
+        return text.get_window_extent(renderer).width <= width_px
+
+    lines: list[str] = []
+    for part in parts:
+        if lines and fits(lines[-1] + SEPARATOR + part):
+            lines[-1] += SEPARATOR + part
+        else:
+            lines.append(part)
+    return lines
 
 
 def png(fig: Figure) -> bytes:
