@@ -112,13 +112,24 @@ def _start_sweep(pg: PrefectServer, root: Path, run_id: str, log: Path) -> subpr
 
 
 def _kill_host(worker: subprocess.Popen[bytes]) -> list[int]:
-    """The host dies: its worker and everything it started, all at once (SIGKILL)."""
-    procs = [psutil.Process(worker.pid), *psutil.Process(worker.pid).children(recursive=True)]
-    for proc in procs:
+    """The host dies: its worker and everything it started, all at once (SIGKILL).
+
+    The tree is frozen first (SIGSTOP), again until no new process shows up: a flow run
+    that launched its server between one listing of the tree and the kill left that
+    server running on a loaded machine (its port still open at the end), which no host
+    that dies does."""
+    root = psutil.Process(worker.pid)
+    frozen: dict[int, psutil.Process] = {}
+    while new := [p for p in (root, *root.children(recursive=True)) if p.pid not in frozen]:
+        for proc in new:
+            frozen[proc.pid] = proc
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGSTOP)
+    for proc in frozen.values():
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(signal.SIGKILL)
     worker.wait(timeout=10)
-    return [p.pid for p in procs]
+    return list(frozen)
 
 
 def _port_open(port: int) -> bool:
