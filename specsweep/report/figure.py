@@ -99,10 +99,10 @@ def inline_png(drawn: bytes) -> bytes:
     to travel inside a page. Resampled from the drawing rather than drawn again: a second
     drawing cost more CPU than the first (about 1.9 s per report of five figures).
 
-    The palette is a fast octree's: a plot's few flat colours come out exact (median cut,
-    Pillow's default for RGB, turned the pale green and red bands grey and brown) in a
-    tenth of the time and a smaller file; zlib's `optimize` pass cost five times the save
-    for 2% of the bytes."""
+    The palette is a fast octree's: it keeps a plot's flat colours within a few levels of
+    255 (median cut, Pillow's default for RGB, spent the palette on the pale bands' blends
+    and drew the speedup plot's green and red labels grey and brown) in a tenth of the
+    time; zlib's `optimize` pass cost five times the save for 2% of the bytes."""
     from PIL import Image  # matplotlib's own image dependency
 
     image = Image.open(io.BytesIO(drawn)).convert("RGB")
