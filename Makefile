@@ -17,7 +17,7 @@ demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then it
 
 # Two workers on two cores. The suite is mostly waiting (simulated GPU time, Prefect's
 # workers and heartbeats, servers starting), so three finish sooner (2026-12-07, 2-core VM:
-# 657-709 s with two, 567-640 s with three, 633 s with four), but three load the machine
+# 624-709 s with two, 567-640 s with three, 633 s with four), but three load the machine
 # enough that measurements some tests need to be decisive come out too noisy to decide (a
 # drift of 37% per pass, a reference sweep with no clear level): 2 of the last 5 runs at
 # three failed that way, none at two. `make test PYTEST_WORKERS=3` runs three,
