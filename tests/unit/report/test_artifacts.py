@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_rgb
 from PIL import Image
 
 from specsweep.analysis.answer import analyze
@@ -306,7 +307,7 @@ def test_the_embedded_speedup_plot_keeps_its_colours(files):
     full = Image.open(files.plots["speedup"]).convert("RGB")
     drawn = {rgb for _, rgb in full.getcolors(maxcolors=1 << 20)}
     for colour in ("#2e7d32", "#c62828", PAYS_COLOR, LOSES_COLOR, BASELINE_COLOR, *PALETTE[:2]):
-        rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        rgb = tuple(round(255 * x) for x in to_rgb(colour))
         assert rgb in drawn, colour  # the full drawing has it
         nearest = int(np.abs(shown - np.array(rgb)).max(axis=1).min())
         assert nearest <= 10, (colour, nearest)

@@ -31,7 +31,7 @@ def _answer(tmp_path, facts):
     return analyze_run(store, RUN)
 
 
-def _texts_inside(fig) -> list[tuple[str, float, float]]:
+def _texts_outside(fig) -> list[tuple[str, float, float]]:
     """Each figure-level text (title, subtitle lines) that runs past the figure's edges."""
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
@@ -51,7 +51,7 @@ def test_a_long_subtitle_wraps_inside_the_figure_and_says_everything(tmp_path):
     figures = render_figures(answer)
     assert figures
     for name, fig in figures.items():
-        assert _texts_inside(fig) == [], name
+        assert _texts_outside(fig) == [], name
         said = " ".join(t.get_text() for t in fig.texts)
         for part in (LONG["model_path"], "8x NVIDIA H200 141GB HBM3e", RUN, "SIMULATED"):
             assert part in said.replace("\n", " "), (name, part, said)
@@ -60,5 +60,5 @@ def test_a_long_subtitle_wraps_inside_the_figure_and_says_everything(tmp_path):
 def test_a_short_subtitle_stays_on_one_line(tmp_path):
     answer = _answer(tmp_path, {"model_path": "meta/llama"})
     for name, fig in render_figures(answer).items():
-        assert _texts_inside(fig) == [], name
+        assert _texts_outside(fig) == [], name
         assert all("\n" not in t.get_text() for t in fig.texts), name
