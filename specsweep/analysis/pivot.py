@@ -12,11 +12,16 @@ the *first* downward crossing, because above it speculation no longer pays
 reliably, and `multiple_crossings` tells the reader to look at the plot.
 
 With the levels' 95% intervals, each level is *above* (the ratio's interval is over
-1), *below* (under 1) or *unsure* (it contains 1). A crossing between a sure-above and
-a sure-below level gets an interval: the crossing of the two lower bounds and of the
-two upper bounds (raising both ratios moves the crossing up). `never` / `always` need
-every level sure; otherwise the pivot is `inconclusive` between the last sure-above
-and the first sure-below level around the unsure ones, with the level to add there.
+1), *below* (under 1), *level* with the baseline (it contains 1 but lies within the tie
+margin of it: tie_rule.py, the one rule every view decides with) or *unsure* (it contains
+1 and reaches beyond the margin). A crossing gets an interval, the crossing of the two
+lower bounds and of the two upper bounds (raising both ratios moves the crossing up),
+when its two levels settle it: speculation does not lose beyond the margin below it (the
+lower bound at least 1 / (1 + margin)) and does not pay beyond it above (the upper bound
+at most 1 + margin); where it may gain at most the margin, it does not pay, whichever way
+the rest of its interval goes. `never` / `always` need every level sure or level;
+otherwise the pivot is `inconclusive` between the last sure-above and the first
+sure-below level around the unsure ones, with the level to add there.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from specsweep.analysis.levels import baseline_name, cell, interval_tables, metric_table
+from specsweep.analysis.params import TIE_MARGIN
 from specsweep.results.intervals import ratio
 
 PivotKind = Literal["crosses", "never", "always", "below_at_low", "inconclusive"]
@@ -55,9 +61,11 @@ class Pivot:
     crossings: tuple[tuple[float, str], ...] = field(default=())  # (concurrency, "down"/"up")
     low: float | None = None  # crosses: the pivot's 95% range; inconclusive: the bracket
     high: float | None = None
-    unsure: tuple[int, ...] = ()  # levels whose ratio's interval contains 1
+    unsure: tuple[int, ...] = ()  # levels whose ratio's interval holds 1, beyond the margin
     suggest: int | None = None  # inconclusive: the level to measure next
     intervals: bool = False  # whether the levels had intervals (schema 3)
+    level: tuple[int, ...] = ()  # levels whose ratio's interval lies within the tie margin of 1
+    margin: float = TIE_MARGIN
 
     @property
     def multiple_crossings(self) -> bool:
@@ -102,13 +110,30 @@ class Pivot:
             if self.multiple_crossings:
                 marks = ", ".join(f"{d} at c≈{c:.3g}" for c, d in self.crossings)
                 text += f" (crosses the baseline {len(self.crossings)} times: {marks})"
-            return text
+            return text + self._level_text()
         if self.kind == "never":
+            if self.level:
+                return (
+                    f"never: faster than the baseline at every measured level (c={lo}..{hi})"
+                    f" or level with it{self._level_text()}"
+                )
             return f"never: faster than the baseline at every measured level (c={lo}..{hi})"
         if self.kind == "always":
+            if self.level:
+                return (
+                    f"always: slower than the baseline at every measured level (c={lo}..{hi})"
+                    f" or level with it{self._level_text()}"
+                )
             return f"always: slower than the baseline at every measured level (c={lo}..{hi})"
         up = ", ".join(f"c≈{c:.3g}" for c, _ in self.crossings)
         return f"slower than the baseline at low concurrency, faster from {up}"
+
+    def _level_text(self) -> str:
+        """Where the ratio's whole interval lies within the tie margin of 1."""
+        if not self.level:
+            return ""
+        at = ", ".join(f"c={c}" for c in self.level)
+        return f"; level with the baseline within {self.margin:.0%} at {at}"
 
 
 def _crossing(c0: int, c1: int, r0: float, r1: float) -> float:
@@ -119,19 +144,39 @@ def _crossing(c0: int, c1: int, r0: float, r1: float) -> float:
     return float(2 ** (x0 + (1.0 - r0) * (x1 - x0) / (r1 - r0)))
 
 
-def _sides(ratio: pd.Series, lo: pd.Series, hi: pd.Series) -> dict[int, str]:
-    """Per level: "above", "below" or "unsure" (the ratio's interval contains 1)."""
+def _sides(ratio: pd.Series, lo: pd.Series, hi: pd.Series, margin: float) -> dict[int, str]:
+    """Per level: "above", "below", "level" (the ratio's interval contains 1 and lies within
+    the tie margin of it) or "unsure" (it contains 1 and reaches beyond the margin)."""
     out = {}
     for c, r in ratio.items():
         low, high = lo.get(c, math.nan), hi.get(c, math.nan)
         if math.isnan(low) or math.isnan(high):
             out[int(c)] = "above" if r >= 1.0 else "below"
+        elif low >= 1.0:
+            out[int(c)] = "above"
+        elif high < 1.0:
+            out[int(c)] = "below"
+        elif low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
+            out[int(c)] = "level"
         else:
-            out[int(c)] = "above" if low >= 1.0 else "below" if high < 1.0 else "unsure"
+            out[int(c)] = "unsure"
     return out
 
 
-def _inconclusive(variant: str, levels: tuple[int, ...], sides: dict[int, str], crossings) -> Pivot:
+def _settles(c0: int, c1: int, lo: pd.Series, hi: pd.Series, margin: float) -> bool:
+    """Whether a downward crossing's two levels place it: below it speculation loses no
+    more than the margin (c0's lower bound), above it it gains no more (c1's upper bound),
+    so no level outside the bracket is where speculation stops paying. Without intervals
+    the point ratios alone place it."""
+    low, high = float(lo.get(c0, math.nan)), float(hi.get(c1, math.nan))
+    if math.isnan(low) or math.isnan(high):
+        return True
+    return low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin
+
+
+def _inconclusive(
+    variant: str, levels: tuple[int, ...], sides: dict[int, str], crossings, margin: float
+) -> Pivot:
     """The bracket around the unsure levels: the last sure-above level before the first
     unsure one, the first sure-below level after the last unsure one."""
     unsure = [c for c in levels if sides[c] == "unsure"]
@@ -154,9 +199,10 @@ def _inconclusive(variant: str, levels: tuple[int, ...], sides: dict[int, str], 
     elif gaps:
         _, a, b = max(gaps)
         suggest = round(math.sqrt(a * b))
+    level = tuple(c for c in levels if sides[c] == "level")
     return Pivot(
         variant, "inconclusive", None, levels, tuple(crossings), low, high, tuple(unsure),
-        suggest, True,
+        suggest, True, level, margin,
     )  # fmt: skip
 
 
@@ -178,9 +224,11 @@ def pivot_for(
     variant: str,
     lo: pd.Series | None = None,
     hi: pd.Series | None = None,
+    margin: float = TIE_MARGIN,
 ) -> Pivot:
     """Pivot of one variant from its throughput ratio to the baseline, indexed by concurrency,
-    with the ratio's 95% interval when the levels have one (lo, hi)."""
+    with the ratio's 95% interval when the levels have one (lo, hi); `margin`: the tie
+    rule's (tie_rule.py)."""
     ratio = ratio.dropna().sort_index()
     levels = tuple(int(c) for c in ratio.index)
     if ratio.empty:
@@ -188,7 +236,8 @@ def pivot_for(
     lo = lo.reindex(ratio.index) if lo is not None else pd.Series(math.nan, index=ratio.index)
     hi = hi.reindex(ratio.index) if hi is not None else pd.Series(math.nan, index=ratio.index)
     known = bool(lo.notna().all() and hi.notna().all())
-    sides = _sides(ratio, lo, hi)
+    sides = _sides(ratio, lo, hi, margin)
+    level = tuple(c for c in levels if sides[c] == "level")
     crossings: list[tuple[float, str]] = []
     pairs = zip(
         ratio.index[:-1], ratio.index[1:], ratio.to_numpy()[:-1], ratio.to_numpy()[1:], strict=True
@@ -201,8 +250,8 @@ def pivot_for(
     downs = [c for c, d in crossings if d == "down"]
     if downs:
         c0, c1 = _bracket(ratio, downs[0])
-        if sides[c0] == "unsure" or sides[c1] == "unsure":
-            return _inconclusive(variant, levels, sides, crossings)
+        if not _settles(c0, c1, lo, hi, margin):
+            return _inconclusive(variant, levels, sides, crossings, margin)
         low = high = None
         if known:
             low = _crossing(c0, c1, float(lo[c0]), float(lo[c1]))
@@ -210,15 +259,18 @@ def pivot_for(
             low, high = max(min(low, high), c0), min(max(low, high), c1)
         return Pivot(
             variant, "crosses", downs[0], levels, tuple(crossings), low, high,
-            tuple(c for c in levels if sides[c] == "unsure"), None, known,
+            tuple(c for c in levels if sides[c] == "unsure"), None, known, level, margin,
         )  # fmt: skip
     if any(s == "unsure" for s in sides.values()):
-        return _inconclusive(variant, levels, sides, crossings)
+        return _inconclusive(variant, levels, sides, crossings, margin)
     if (ratio >= 1.0).all():
-        return Pivot(variant, "never", None, levels, intervals=known)
+        return Pivot(variant, "never", None, levels, intervals=known, level=level, margin=margin)
     if (ratio < 1.0).all():
-        return Pivot(variant, "always", None, levels, intervals=known)
-    return Pivot(variant, "below_at_low", None, levels, tuple(crossings), intervals=known)
+        return Pivot(variant, "always", None, levels, intervals=known, level=level, margin=margin)
+    return Pivot(
+        variant, "below_at_low", None, levels, tuple(crossings), intervals=known, level=level,
+        margin=margin,
+    )  # fmt: skip
 
 
 def _bracket(ratio: pd.Series, crossing: float) -> tuple[int, int]:

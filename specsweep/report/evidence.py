@@ -166,9 +166,12 @@ def pivot_cell(pivot: Pivot) -> str:
 PIVOT_NOTE = (
     "Where the variant's throughput falls below the baseline's, interpolated on "
     "log2(concurrency) between the measured levels. With intervals: 95% is the range the "
-    "crossing lies in (soft: wider than a factor 1.25 in c); crosses between c=a and c=b: "
-    "a level's speedup interval contains 1, so the crossing is only known to lie in that "
-    "bracket (measure the suggested level, or repeat the unsure ones)."
+    "crossing lies in (soft: wider than a factor 1.25 in c); a level whose speedup interval "
+    "holds 1 but lies within the 1% tie margin is level with the baseline, which places the "
+    "crossing as well (speculation does not pay there beyond the margin); crosses between "
+    "c=a and c=b: a level's speedup interval contains 1 and reaches beyond the margin, so "
+    "the crossing is only known to lie in that bracket (measure the suggested level, or "
+    "repeat the unsure ones)."
 )
 
 

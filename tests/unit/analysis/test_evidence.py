@@ -61,6 +61,55 @@ def test_wide_intervals_make_the_same_crossing_inconclusive_with_the_level_to_ad
     assert "add a level at c=11" in text
 
 
+def with_ratio_ci(values: list[float], rel: dict[int, float]) -> list[dict[str, Any]]:
+    """SPEC's rows at these ratios, each level's two sides ±rel[c] (±1e-4 where unnamed)."""
+    rows = sweep_rows("r", ratio=ratios(values))
+    out = []
+    for r in rows:
+        half = rel.get(r["concurrency"], 1e-4)
+        out.extend(with_ci([r], half))
+    return out
+
+
+def test_a_crossing_whose_far_level_is_level_with_the_baseline_is_placed():
+    """At c=16 the ratio is 0.998 and its interval (±0.7%) holds 1 but lies within the 1%
+    tie margin: whichever way it goes, speculation does not pay there, so the crossing
+    between c=8 (sure above) and c=16 is placed, not left inconclusive."""
+    values = [1.3, 1.2, 1.1, 1.05, 0.998, 0.9]
+    pivot = pivot_points(frame(with_ratio_ci(values, {16: 0.005})))[SPEC]
+    assert pivot.kind == "crosses" and pivot.level == (16,) and pivot.unsure == ()
+    assert 8 < pivot.low < pivot.concurrency < pivot.high == 16
+    assert pivot.describe().endswith("; level with the baseline within 1% at c=16")
+    # the same ratios with the interval reaching 3% past 1 on either side: not placed
+    wide = pivot_points(frame(with_ratio_ci(values, {16: 0.02})))[SPEC]
+    assert (wide.kind, wide.unsure, wide.level) == ("inconclusive", (16,), ())
+
+
+def test_a_far_level_that_can_gain_at_most_the_margin_places_the_crossing():
+    """0.993 at c=16, its interval 0.983 to 1.003: it may lose more than the margin, but it
+    cannot gain more, so speculation has stopped paying there. Gaining more than the margin
+    is what keeps the crossing open (an upper bound of 1.017)."""
+    settles = pivot_points(frame(with_ratio_ci([1.3, 1.2, 1.1, 1.05, 0.993, 0.9], {16: 0.007})))
+    assert settles[SPEC].kind == "crosses" and settles[SPEC].high == 16
+    assert settles[SPEC].unsure == (16,)  # its interval is not within the margin
+    opens = pivot_points(frame(with_ratio_ci([1.3, 1.2, 1.1, 1.05, 0.993, 0.9], {16: 0.017})))
+    assert opens[SPEC].kind == "inconclusive" and opens[SPEC].suggest == 11
+    # and below the crossing: a near level that cannot lose more than the margin
+    near_low = pivot_points(frame(with_ratio_ci([1.3, 1.2, 1.1, 1.004, 0.95, 0.9], {8: 0.004})))
+    assert near_low[SPEC].kind == "crosses" and near_low[SPEC].low == 8
+    assert near_low[SPEC].level == (8,)
+
+
+def test_a_top_level_level_with_the_baseline_is_never_slower_not_inconclusive():
+    values = [1.3, 1.25, 1.2, 1.15, 1.1, 1.003]  # at c=32: 0.997 to 1.009
+    pivot = pivot_points(frame(with_ratio_ci(values, {32: 0.004})))[SPEC]
+    assert (pivot.kind, pivot.level) == ("never", (32,))
+    assert pivot.describe() == (
+        "never: faster than the baseline at every measured level (c=1..32) or level with it; "
+        "level with the baseline within 1% at c=32"
+    )
+
+
 def test_never_needs_every_level_sure():
     values = [1.3, 1.25, 1.2, 1.15, 1.1, 1.005]
     assert pivot_points(frame(sweep_rows("r", ratio=ratios(values))))[SPEC].kind == "never"
