@@ -186,24 +186,33 @@ def _inconclusive(
     high = float(below[0]) if below else None
     # the geometric middle of the gap where the ratio itself crosses 1, else of the widest
     # gap around the unsure levels (or twice the top level when none is sure below)
+    # (only a level not measured yet: between c=1 and c=2 there is none, repeat them instead)
     points = sorted({*(c for c in (low, high) if c is not None), *map(float, unsure)})
-    gaps = [(b / a, a, b) for a, b in itertools.pairwise(points) if b / a > 1.5]
-    downs = [(a, b) for a, b in gaps_of(levels, crossings) if b / a > 1.5]
+    gaps = [(b / a, m) for a, b in itertools.pairwise(points) if (m := _inside(a, b, levels))]
+    downs = [m for a, b in gaps_of(levels, crossings) if (m := _inside(a, b, levels))]
     suggest = None
     if downs:
-        suggest = round(math.sqrt(downs[0][0] * downs[0][1]))
+        suggest = downs[0]
     elif low is None and high is None:
         suggest = None  # unsure everywhere: no level placed anywhere would settle it
     elif high is None:
         suggest = int(2 * levels[-1])
     elif gaps:
-        _, a, b = max(gaps)
-        suggest = round(math.sqrt(a * b))
+        suggest = max(gaps)[1]
     level = tuple(c for c in levels if sides[c] == "level")
     return Pivot(
         variant, "inconclusive", None, levels, tuple(crossings), low, high, tuple(unsure),
         suggest, True, level, margin,
     )  # fmt: skip
+
+
+def _inside(a: float, b: float, measured: tuple[int, ...]) -> int | None:
+    """The level to add between two measured ones: the geometric middle, rounded, when
+    the gap is wider than a factor 1.5 and that level is not measured already."""
+    if b / a <= 1.5:
+        return None
+    middle = round(math.sqrt(a * b))
+    return middle if a < middle < b and middle not in measured else None
 
 
 def gaps_of(levels: tuple[int, ...], crossings) -> list[tuple[float, float]]:

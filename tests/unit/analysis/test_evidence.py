@@ -201,3 +201,23 @@ def test_the_baseline_as_best_has_a_speedup_of_exactly_one():
     assert (best.at[32, "speedup_lo"], best.at[32, "speedup"], best.at[32, "speedup_hi"]) == (
         1.0, 1.0, 1.0,
     )  # fmt: skip
+
+
+def test_the_level_to_add_is_never_one_already_measured():
+    """Measured at c=1 and 2, crossing between them, both unsure: there is no level to add
+    between them (round(sqrt(2)) is 1, measured), so the pivot says to measure longer, not
+    "add a level at c=1"; with c=1 and 4, the level to add is 2."""
+    import pandas as pd
+
+    from specsweep.analysis.pivot import pivot_for
+
+    def pivot(levels: list[int]):
+        ratio = pd.Series([1.1, 0.95], index=levels)
+        return pivot_for(ratio, SPEC, ratio * 0.8, ratio * 1.2)
+
+    close = pivot([1, 2])
+    assert (close.kind, close.unsure, close.suggest) == ("inconclusive", (1, 2), None)
+    assert "add a level" not in close.describe()
+    assert "measure the levels longer" in close.describe()
+    apart = pivot([1, 4])
+    assert (apart.kind, apart.suggest) == ("inconclusive", 2)
