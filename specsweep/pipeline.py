@@ -451,6 +451,24 @@ class VariantServer:
         )
         return others + self.phases.seconds.get("decide_s", 0.0)
 
+    def decide_budget_s(self) -> float:
+        """The run's measure-more budget so far: load.decide_budget_s (0: off), plus
+        load.decide_launch_share of the launch-to-ready seconds of every server the run has
+        launched, this one's included. Where a launch takes seconds (the simulator) the
+        fixed part decides; where it takes minutes (a GPU), a pass at a level can take more
+        than the fixed 20 s, and the launches' share is what lets an open level be settled
+        on the launch it is measured on instead of a relaunch."""
+        if self.load.decide_budget_s <= 0:
+            return 0.0
+        files = self.store.read_phase_files(self.ctx.run_id)
+        others = sum(
+            p.get("launch_to_ready_s", 0.0)
+            for v, t, p in files
+            if not (v == self.label and t == self.ctx.target)
+        )
+        launches = others + self.phases.seconds.get("launch_to_ready_s", 0.0)
+        return self.load.decide_budget_s + self.load.decide_launch_share * launches
+
     def next_to_decide(self, shape: Shape | None = None) -> DecideStep:
         """The next extra measurement that could settle an open decision at `shape`."""
         shape = shape or self.load.shape
@@ -469,7 +487,7 @@ class VariantServer:
                 c: r.metrics.duration_s / max(r.metrics.repeats, 1) for c, r in here.items()
             },
             spent_s=self.decide_spent_s(),
-            budget_s=self.load.decide_budget_s,
+            budget_s=self.decide_budget_s(),
         )
 
     def measure_more(self, step: MeasureMore, shape: Shape | None = None) -> dict[str, Any]:

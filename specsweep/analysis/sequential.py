@@ -184,7 +184,10 @@ def _more(
         more //= 2
     if more * cost > left:
         spent = f"{spent_s:.0f} of {budget_s:.0f} s" + (f", {share}" if share else "")
-        return Settled(f"load.decide_budget_s spent ({spent}): c={c} stays as is")
+        return Settled(
+            f"the measure-more budget is spent ({spent}; load.decide_budget_s and "
+            f"decide_launch_share of the launches): c={c} stays as is"
+        )
     return MeasureMore(c, more, reason)
 
 

@@ -228,7 +228,7 @@ LOAD = Fold(
                     "deciding": (
                         "The run's drift calibration, and the server time spent measuring "
                         "more where a level's decision is still open.",
-                        "calibrate_drift decide_budget_s",
+                        "calibrate_drift decide_budget_s decide_launch_share",
                     ),
                 },
             ),

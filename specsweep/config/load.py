@@ -149,7 +149,17 @@ class LoadSpec(_Model):
         description="Server seconds the whole run may spend measuring more while a "
         "variant's server is up, where a level's decision is still open (a config leads "
         "beyond the tie margin, its interval reaching below it): more passes there, pooled "
-        "with the level's. 0: measure exactly the planned passes.",
+        "with the level's, plus decide_launch_share of the run's launches. 0: measure "
+        "exactly the planned passes.",
+    )
+    decide_launch_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="With decide_budget_s > 0, the budget grows by this share of every "
+        "launch-to-ready second the run's servers took: settling a decision while a server "
+        "is up saves a relaunch, so where a launch takes minutes (8.5 on the seeds' GPU box) "
+        "a level's extra passes are worth up to a quarter of one. 0: decide_budget_s alone.",
     )
 
     @model_validator(mode="before")
