@@ -10,13 +10,15 @@ and returns a typed step, as a planner should (GuideLLM's ``Profile.next_strateg
 - `MeasureMore(concurrency, passes)`: more passes of this variant at a level where it is
   one side of an open decision and its own interval is a large part of the ratio's (else
   measuring it would not narrow the ratio), the widest first, doubling its passes; or
-- `Settled(reason)`: nothing open involves it, or the run's `load.decide_budget_s` (the
-  server time spent measuring more, over the whole run) would be exceeded.
+- `Settled(reason)`: nothing open involves it, or the run's budget (the server time spent
+  measuring more, over the whole run: `load.decide_budget_s` plus `decide_launch_share` of
+  the launches so far, VariantServer.decide_budget_s) would be exceeded.
 
 Where nothing is open yet, a variant whose pivot the intervals cannot place (its ratio to
-the baseline holds 1 at a level measured on this launch) gets more passes there, where
-its own interval is at least half as wide as the baseline's. A pivot names no config, so
-this spends from `PRECISION_SHARE` (below), before the incumbent's precision.
+the baseline holds 1 beyond the tie margin at a level measured on this launch, pivot.py)
+gets more passes there, where its own interval is at least half as wide as the baseline's.
+A pivot names no config, so this spends from `PRECISION_SHARE` (below), before the
+incumbent's precision.
 
 Where nothing is open yet, a variant may still be measured more for precision: the
 baseline (the reference of every ratio) and the current choice of a level (the incumbent
