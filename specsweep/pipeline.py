@@ -441,15 +441,18 @@ class VariantServer:
         return row
 
     # --- measure more while the server is up (analysis/sequential.py) ---------------
-    def decide_spent_s(self) -> float:
-        """Server seconds this run spent measuring more so far, every variant's."""
+    def run_phase_s(self, phase: str) -> float:
+        """Seconds the whole run spent so far in one phase, every variant's on every target:
+        the others' from their phase files, this server's from memory (its file may lag)."""
         files = self.store.read_phase_files(self.ctx.run_id)
         others = sum(
-            p.get("decide_s", 0.0)
-            for v, t, p in files
-            if not (v == self.label and t == self.ctx.target)
+            p.get(phase, 0.0) for v, t, p in files if not (v == self.label and t == self.ctx.target)
         )
-        return others + self.phases.seconds.get("decide_s", 0.0)
+        return others + self.phases.seconds.get(phase, 0.0)
+
+    def decide_spent_s(self) -> float:
+        """Server seconds this run spent measuring more so far, every variant's."""
+        return self.run_phase_s("decide_s")
 
     def decide_budget_s(self) -> float:
         """The run's measure-more budget so far: load.decide_budget_s (0: off), plus
@@ -460,13 +463,7 @@ class VariantServer:
         on the launch it is measured on instead of a relaunch."""
         if self.load.decide_budget_s <= 0:
             return 0.0
-        files = self.store.read_phase_files(self.ctx.run_id)
-        others = sum(
-            p.get("launch_to_ready_s", 0.0)
-            for v, t, p in files
-            if not (v == self.label and t == self.ctx.target)
-        )
-        launches = others + self.phases.seconds.get("launch_to_ready_s", 0.0)
+        launches = self.run_phase_s("launch_to_ready_s")
         return self.load.decide_budget_s + self.load.decide_launch_share * launches
 
     def next_to_decide(self, shape: Shape | None = None) -> DecideStep:
