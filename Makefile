@@ -15,16 +15,15 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
 	$(VENV)/bin/specsweep demo $(DEMO_ARGS)
 
-# Two workers on two cores. The suite is mostly waiting (simulated GPU time, Prefect's
+# Three workers on two cores: the suite is mostly waiting (simulated GPU time, Prefect's
 # workers and heartbeats, servers starting), so a third worker finishes sooner (from a
 # fresh clone on a 2-core VM, install included, 2026-12-07: 546-573 s with three, 656 s
-# with two), but three load the machine enough that the measurements a few tests need to
-# be decisive come out too noisy to decide: the fleet's slower-host test, whose one-host
-# reference sweep runs beside the fleet, found no clear level in 2 of 10 runs at three (in
-# one of them the decision-flow test also read a drift of 37% per pass), never at two.
-# `make test PYTEST_WORKERS=3` runs three, `PYTEST_WORKERS=0` serially; flags in
+# with two). What three workers load is the measurements a few tests need to be decisive:
+# the fleet's slower-host test ran its one-host reference sweep beside the fleet's
+# workers and found no clear level in 2 of 10 runs; it now runs the reference first.
+# `make test PYTEST_WORKERS=2` runs two, `PYTEST_WORKERS=0` serially; flags in
 # PYTEST_ARGS.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 test: install refclients  ## The whole test suite.
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
