@@ -15,12 +15,14 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
 	$(VENV)/bin/specsweep demo $(DEMO_ARGS)
 
-# Three workers on two cores: the suite is mostly waiting (simulated GPU time, Prefect's
-# workers and heartbeats, servers starting), so a third worker finishes sooner (from a
-# fresh clone on a 2-core VM, install included, 2026-12-07: 546-573 s with three, 656 s
-# with two). What three workers load is the measurements a few tests need to be decisive:
-# the fleet's slower-host test ran its one-host reference sweep beside the fleet's
-# workers and found no clear level in 2 of 10 runs; it now runs the reference first.
+# Three workers on two cores: the tests wait on simulated GPU time, Prefect's workers and
+# servers starting, so a third worker keeps both cores busy (from a fresh clone on a 2-core
+# VM, install included, 2026-12-07: 535-664 s with three, once 763 s; 621-656 s with two).
+# The suite is then CPU-bound (1,090-1,280 CPU seconds: its time moves with the machine's
+# speed that day). What three workers load is the measurements a few tests need to be
+# decisive: the fleet's slower-host test ran its one-host reference sweep beside the
+# fleet's workers and found no clear level in 2 of 10 runs; it now runs the reference
+# first (clear in 4 of 4 runs beside two busy loops).
 # `make test PYTEST_WORKERS=2` runs two, `PYTEST_WORKERS=0` serially; flags in
 # PYTEST_ARGS.
 PYTEST_WORKERS ?= 3
