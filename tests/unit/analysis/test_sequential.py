@@ -35,17 +35,50 @@ def test_nothing_more_when_the_budget_is_off():
     assert isinstance(step, Settled) and "off" in step.reason
 
 
-def test_the_baseline_is_measured_to_twice_the_margin_at_its_widest_level_first():
-    rows = [level_row(RUN, "baseline", c, baseline_tput(c)) for c in (1, 8)]
-    rows[1]["output_throughput_lo"] = rows[1]["output_throughput"] * 0.95  # ±5% at c=8
-    rows[1]["output_throughput_hi"] = rows[1]["output_throughput"] * 1.05
-    rows[0]["output_throughput_lo"] = rows[0]["output_throughput"] * 0.97  # ±3% at c=1
-    rows[0]["output_throughput_hi"] = rows[0]["output_throughput"] * 1.03
+def _baseline_at(halves: dict[int, float]) -> list[dict]:
+    rows = [level_row(RUN, "baseline", c, baseline_tput(c)) for c in halves]
+    for r in rows:
+        h = halves[r["concurrency"]]
+        r["output_throughput_lo"] = r["output_throughput"] * (1 - h)
+        r["output_throughput_hi"] = r["output_throughput"] * (1 + h)
+    return rows
+
+
+def _plan_seconds(rows, variant, passes, seconds, spent=0.0, budget=20.0):
+    return plan_more(frame(rows), variant, passes=passes, pass_seconds=seconds,
+                     spent_s=spent, budget_s=budget)  # fmt: skip
+
+
+def test_the_baseline_is_measured_to_twice_the_margin_cheapest_level_first():
+    """±3% in one pass needs about 2 more (1 s), ±5% in two about 11 more (5.5 s): c=1 goes
+    first, though c=8 is the wider; then c=8, its two passes doubled."""
+    rows = _baseline_at({1: 0.03, 8: 0.05})
     step = _plan(rows, "baseline", passes={1: 1, 8: 2})
+    assert step == MeasureMore(1, 1, step.reason) and "±3.0% at c=1" in step.reason
+    rows = _baseline_at({1: 0.015, 8: 0.05})
+    step = _plan(rows, "baseline", passes={1: 2, 8: 2})
     assert step == MeasureMore(8, 2, step.reason)  # doubles c=8's two passes
     narrow = _with([level_row(RUN, "baseline", c, baseline_tput(c)) for c in (1, 8)],
                    {"baseline": 0.015})  # fmt: skip
     assert isinstance(_plan(narrow, "baseline"), Settled)
+
+
+def test_a_level_no_budget_can_settle_does_not_starve_one_a_pass_can():
+    """The decision-flow test's failure on a loaded machine: c=16's interval is wide with
+    drift (±8% in one pass: 16 passes would leave it near ±2%), c=1 is ±3.9%. Seconds per
+    pass decide too: the cheaper level to settle goes first, the slower to settle after."""
+    rows = _baseline_at({1: 0.039, 16: 0.08})
+    step = _plan_seconds(rows, "baseline", {1: 1, 16: 1}, {1: 1.0, 16: 0.5})
+    assert step == MeasureMore(1, 1, step.reason)
+    # where no number of passes can bring a level within the margin, the widest is left last
+    rows = _baseline_at({1: 0.039, 16: 0.2})
+    assert _plan_seconds(rows, "baseline", {1: 1, 16: 1}, {1: 5.0, 16: 0.1}).concurrency == 1
+    # among levels none can settle, the widest first
+    rows = _baseline_at({1: 0.15, 16: 0.2})
+    assert _plan_seconds(rows, "baseline", {1: 1, 16: 1}, {1: 0.1, 16: 0.1}).concurrency == 16
+    # a level measured on another launch (no passes here) is never asked for
+    rows = _baseline_at({1: 0.039, 16: 0.08})
+    assert _plan_seconds(rows, "baseline", {16: 1}, {16: 0.5}).concurrency == 16
 
 
 def test_an_open_level_asks_for_more_of_the_side_whose_server_is_up():
