@@ -18,12 +18,13 @@ demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then it
 # Two workers on two cores. pytest itself at two workers kept the cores busy 65% of the
 # time (/proc/stat, 2026-12-07: 791 busy of 1,218 CPU seconds, 609 s; the rest is servers
 # coming up, timeouts and a lost host waited out, often on both workers at once). Filling
-# that idle time does not pay: a third worker (from a fresh clone, install included:
-# 535-664 s with three, once 763 s; 621-656 s with two), or the unit tests spread among
-# the process-heavy ones instead of after them (670 s, 929 CPU s busy: the fleet tests
-# beside a CPU-bound worker took 93 -> 131 s) make the multi-process tests slower and their
-# measurements noisier: at three, the decision-flow test read a drift of 224% per pass in
-# 1 of 6 runs (the fleet's slower-host test, 2 of 10 before its reference ran alone).
+# that idle time has not paid: a third worker (from a fresh clone, install included:
+# 535-664 s with three, once 763 s; 621-656 s with two) loads the machine enough that the
+# multi-process tests slow down and their measurements get noisier (at three, the
+# decision-flow test read a drift of 224% per pass in 1 of 6 runs; the fleet's
+# slower-host test failed 2 of 10 before its reference ran alone), and the unit tests
+# spread among the process-heavy ones instead of after them took 670 s, within the day's
+# spread (582-682 s in the given order that day), so they stay in order.
 # `make test PYTEST_WORKERS=3` runs three, `PYTEST_WORKERS=0` serially; flags in
 # PYTEST_ARGS.
 PYTEST_WORKERS ?= 2
