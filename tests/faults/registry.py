@@ -114,6 +114,11 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         "the final usage)",
         "fails (`chunk_tokens_unknown` is 0, not every request)",
     ),
+    "Adaptive search SIGKILLed mid-run, then resumed": (
+        "search/planner.py: `next_step` never finishes a variant launched before and left "
+        "with levels missing (the resume branch skipped)",
+        "fails (the interrupted seed is never relaunched: its c=16 level stays missing)",
+    ),
     "SSH connection lost mid-level": (
         "ssh/session.py: the lost command's kill by operation id skipped; the retry after a "
         "lost connection dropped",

@@ -4,8 +4,14 @@ what it stores apart from the measurements, and that a resumed search changes no
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
+import yaml
+from prefect.settings import PREFECT_API_URL
 
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
@@ -13,8 +19,10 @@ from specsweep.config.plan import sweep_variants
 from specsweep.flows.matrix_sweep import matrix_sweep
 from specsweep.flows.nightly_regression import nightly_regression
 from specsweep.results.store import ResultsStore
+from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
+from tests.flows.test_step_sweep_flow import no_server_left
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -143,3 +151,91 @@ def test_a_server_ignoring_continuous_usage_leaves_the_search_blind(tmp_path, po
     assert len(set(levels["variant"])) == 4  # nothing ruled out on a blind model
     stop = store.read_run(run_id)["search_stop"]
     assert "searching blind" in stop and "do not add up to the server's usage" in stop
+
+
+def _held_from(store: ResultsStore, run_id: str) -> dict[str, float]:
+    return {v: p["held_from_unix"] for v, _, p in store.read_phase_files(run_id)}
+
+
+@fault(
+    "Adaptive search SIGKILLed mid-run, then resumed",
+    injected="SIGKILL of `specsweep run matrix-sweep` (`search: adaptive`) once its second "
+    "seed chain has measured its first level; `--resume RUN_ID`",
+    outcome="the resume finishes the interrupted variant's missing levels first, launches "
+    "no variant whose levels were all measured, then goes on choosing from what is stored: "
+    "it ends with the uninterrupted search's decision at every level that one decides "
+    "clearly, with no level measured twice and no server left",
+)
+def test_a_search_killed_mid_run_resumes_to_the_same_decision(tmp_path, port):
+    """Issue 30: a search is resumable. The same search runs once uninterrupted (the
+    reference) and once SIGKILLed mid-run and resumed with `--resume`, as a user would."""
+    data = sim_config_data(
+        tmp_path,
+        port,
+        step_sweep=None,
+        grid_sweep={"draft_model_path": "sim/draft", "num_steps": [1, 2, 3, 6], "topk": [1]},
+        search={"mode": "adaptive", "max_launches": 4},
+        # a clear answer (speculation at c=1, none at 16), as the fleet's search test
+        load={"concurrency": [1, 16], "output_len": 64, "min_requests": 16,
+              "requests_per_stream": 4},
+    )  # fmt: skip
+    data["server"]["env"]["SPECSWEEP_SIM_TIME_SCALE"] = "0.1"
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = parse_config(data)
+    store = ResultsStore(config.results_dir)
+    reference = analyze_run(store, matrix_sweep(config, run_id="whole")["run_id"])
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    argv = [sys.executable, "-m", "specsweep.cli", "run", "matrix-sweep", "-c", str(path)]
+    killed = subprocess.Popen(
+        [*argv, "--run-id", "killed"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    seed = "eagle3-s6-k1-d7"  # the second seed chain: the third launch
+    try:
+        deadline = time.monotonic() + 180
+        while not store.has_level("killed", seed, 1):
+            assert killed.poll() is None and time.monotonic() < deadline, "no level of " + seed
+            time.sleep(0.05)
+    finally:
+        killed.kill()  # SIGKILL: no finally, no hooks, no teardown
+        killed.wait()
+    before = store.read_levels("killed").set_index(["variant", "concurrency"])["started_at"]
+    held_before = _held_from(store, "killed")
+    complete = {"baseline", "eagle3-s1-k1-d2"}  # every level measured before the kill
+    assert complete | {seed} == set(held_before)
+    assert store.read_run("killed")["status"] == "running"
+
+    resumed = subprocess.run(
+        [*argv, "--resume", "killed"], env=env, capture_output=True, text=True, timeout=240
+    )
+    out = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, out[-4000:]
+    run = store.read_run("killed")
+    assert run["status"] == "completed" and run["search_stop"], run
+
+    # Nothing measured was measured again, nothing complete was launched again; the
+    # interrupted seed was finished first, then the search chose from what is stored.
+    levels = store.read_levels("killed")
+    assert not levels.duplicated(["variant", "concurrency"]).any()
+    after = levels.set_index(["variant", "concurrency"])["started_at"]
+    for key, started in before.items():
+        assert after[key] == started, key
+    held_after = _held_from(store, "killed")
+    assert {v: held_after[v] for v in complete} == {v: held_before[v] for v in complete}
+    assert held_after[seed] > held_before[seed]  # relaunched for its missing level
+    order = sorted(held_after, key=held_after.get)
+    assert order[:3] == ["baseline", "eagle3-s1-k1-d2", seed], order
+    assert len(order) <= 4 and set(levels["variant"]) == set(order)
+    assert set(levels["status"]) <= {"ok", "skipped"}
+
+    # The same decision as the uninterrupted search wherever that one is clear.
+    ref = reference.decisions.first
+    got = analyze_run(store, "killed").decisions.first
+    assert ref is not None and got is not None
+    clear = {j.concurrency: j.choice for j in ref.judgments if j.status == "clear"}
+    assert clear.get(1, "baseline") != "baseline", ref.judgments  # speculation pays at c=1
+    assert {c: got.choice_at()[c] for c in clear} == clear, (ref.judgments, got.judgments)
+    assert no_server_left(port)
+    assert LocalRunner(config.target.workdir).state.entries() == []
