@@ -214,6 +214,15 @@ def _float_or_none(value: Any) -> float | None:
         return None
 
 
+def _histogram_or_none(value: Any) -> tuple[int, ...] | None:
+    """A list of non-negative counts, else None (a server sending something else)."""
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        return None
+    return tuple(value)
+
+
 async def stream_request(
     conn: Connection,
     request: PreparedRequest,
@@ -265,6 +274,7 @@ async def stream_request(
         finish_reason=finish_type,
         spec_verify_ct=_int_or_none(meta.get("spec_verify_ct")),
         spec_accept_length=_float_or_none(meta.get("spec_accept_length")),
+        spec_correct_drafts_histogram=_histogram_or_none(meta.get("spec_correct_drafts_histogram")),
         error=error,
         repeat=repeat,
         category=request.category,

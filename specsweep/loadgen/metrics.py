@@ -98,6 +98,9 @@ class RequestRecord:
     # False: the chunks did not add up to the server's final count (an OpenAI stream
     # without per-chunk usage counts each chunk as one token): tokens per chunk unknown
     chunk_tokens_known: bool = True
+    # sglang's meta_info.spec_correct_drafts_histogram (/generate): element k counts the
+    # request's verify steps that accepted k drafts; None where the server sends none
+    spec_correct_drafts_histogram: tuple[int, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -150,6 +153,8 @@ class RequestRecord:
         kw = dict(data)
         kw["chunk_times"] = tuple(kw["chunk_times"])
         kw["chunk_tokens"] = tuple(kw["chunk_tokens"])
+        if kw.get("spec_correct_drafts_histogram") is not None:
+            kw["spec_correct_drafts_histogram"] = tuple(kw["spec_correct_drafts_histogram"])
         return cls(**kw)
 
 

@@ -219,6 +219,11 @@ def request_row(
         "finish_reason": rec.finish_reason,
         "spec_verify_ct": rec.spec_verify_ct,
         "spec_accept_length": rec.spec_accept_length,
+        "spec_correct_drafts_histogram": (
+            None
+            if rec.spec_correct_drafts_histogram is None
+            else list(rec.spec_correct_drafts_histogram)
+        ),
         "category": rec.category,
         "error": rec.error,
     }

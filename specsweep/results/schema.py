@@ -31,7 +31,10 @@ import pyarrow as pa
 #    throughput is read over its window, from any of the level's requests) or "together"
 #    (in step, as sglang.bench_serving). Older files read it null: their streams started
 #    together after a barrier and their output_throughput was the whole pass's.
-SCHEMA_VERSION = 9
+# 10: requests gained spec_correct_drafts_histogram (sglang's meta_info on /generate: element
+#    k counts the request's verify steps that accepted k drafts; the search reads acceptance
+#    per draft position from it). Older files and OpenAI endpoints read it null.
+SCHEMA_VERSION = 10
 
 _UTC = pa.timestamp("us", tz="UTC")
 
@@ -193,6 +196,8 @@ REQUESTS_SCHEMA = pa.schema(
         pa.field("finish_reason", pa.string()),
         pa.field("spec_verify_ct", pa.int32()),
         pa.field("spec_accept_length", pa.float64()),
+        # verify steps by accepted drafts (element k: k accepted), sglang's meta_info
+        pa.field("spec_correct_drafts_histogram", pa.list_(pa.int32())),
         pa.field("category", pa.string()),  # the prompt's category (chat, code, ...), if known
         pa.field("error", pa.string()),
     ],

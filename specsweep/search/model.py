@@ -53,7 +53,12 @@ Acceptance
     power law in ``w`` is an assumption); an unmeasured top-k spans ``[0, 1]``.
 
     Data: a variant's mean accept length (sum tokens / sum verify steps over its ok levels,
-    standard error from the spread over levels, floored at 1%). When its streamed chunks
+    standard error from the spread over levels, floored at 1%). Where the server reports
+    each request's ``spec_correct_drafts_histogram`` (sglang 0.5.23's ``meta_info`` on
+    ``/generate``: its verify steps counted by drafts accepted), the summed histograms give
+    ``P(L >= i+1)`` at every position ``i <= D`` from every verify step, whatever the
+    stream interval; they replace the mean as chunks do (below) and are preferred to them.
+    When its streamed chunks
     carry one verify step each (``max_chunk_tokens <= D + 1`` for every request, sglang's
     default ``--stream-interval 1``), the chunk sizes (each request's first chunk, the
     prefill token, and last chunk, possibly truncated, left out) give ``P(L >= i+1)`` for
@@ -163,6 +168,7 @@ class _AccObs:
     values: np.ndarray  # [alpha] or [S_1..S_D]
     ses: np.ndarray
     survival: bool
+    source: str = "means"  # means | chunks | histograms
 
 
 @dataclass
@@ -288,7 +294,8 @@ def _fit_acceptance(chains: list[_AccObs], trees: dict[int, list[_AccObs]]) -> _
         dof=dof,
     )
     all_obs = chains + [o for g in trees.values() for o in g]
-    acc.source = "chunks" if any(o.survival for o in all_obs) else "means"
+    sources = {o.source for o in all_obs}
+    acc.source = next((s for s in ("histograms", "chunks") if s in sources), "means")
     acc.max_depth = max(o.depth for o in all_obs)
     return acc
 
@@ -644,7 +651,9 @@ class SpecModel:
             if depth < 1:
                 continue
             width = _width(s, k, n)
-            obs = self._chunk_obs(str(label), rows, requests, depth)
+            obs = self._histogram_obs(str(label), rows, requests, depth)
+            if obs is None:
+                obs = self._chunk_obs(str(label), rows, requests, depth)
             if obs is None:
                 acc = rows[rows["accept_length"].map(_isnum)]
                 if acc.empty:
@@ -701,7 +710,35 @@ class SpecModel:
             return None
         surv = np.array([(lengths >= i + 1).sum() / total for i in range(1, depth + 1)])
         ses = np.maximum(np.sqrt(surv * (1 - surv) / total), 0.01)
-        return _AccObs(label, 0, 1, 1.0, depth, surv, ses, True)
+        return _AccObs(label, 0, 1, 1.0, depth, surv, ses, True, "chunks")
+
+    @staticmethod
+    def _histogram_obs(
+        label: str, rows: pd.DataFrame, requests: pd.DataFrame | None, depth: int
+    ) -> _AccObs | None:
+        """Per-position survival from the server's per-request histograms of drafts
+        accepted per verify step: ``S_i`` = share of steps that accepted ``i`` or more."""
+        column = "spec_correct_drafts_histogram"
+        if requests is None or requests.empty or column not in requests:
+            return None
+        req = requests[
+            (requests["variant"] == label) & requests["concurrency"].isin(rows["concurrency"])
+        ]
+        if "error" in req:
+            req = req[req["error"].isna()]
+        hists = [np.asarray(h, dtype=np.int64) for h in req[column] if h is not None and len(h)]
+        if not hists or len(hists) < len(req):  # every ok request's, or none: not a sample
+            return None
+        counts = np.zeros(max(depth + 1, max(h.size for h in hists)), dtype=np.int64)
+        for h in hists:
+            counts[: h.size] += h
+        total = int(counts.sum())
+        if total < 50 or counts[depth + 1 :].any():  # more accepted than D: not this shape
+            return None
+        tail = np.cumsum(counts[::-1])[::-1]  # tail[i]: steps that accepted i or more
+        surv = tail[1 : depth + 1] / total
+        ses = np.maximum(np.sqrt(surv * (1 - surv) / total), 0.01)
+        return _AccObs(label, 0, 1, 1.0, depth, surv, ses, True, "histograms")
 
     def _fit_cost_points(self, spec: pd.DataFrame) -> None:
         alphas = self._measured.get("alpha", {})

@@ -63,6 +63,14 @@ def token_text(token_id: int) -> str:
     return " " + _WORDS[token_id % len(_WORDS)]
 
 
+def _count(histogram: list[int], k: int) -> None:
+    """One more verify step that accepted `k` drafts (sglang's
+    update_spec_correct_drafts_histogram: the list grows to fit)."""
+    if len(histogram) <= k:
+        histogram.extend([0] * (k - len(histogram) + 1))
+    histogram[k] += 1
+
+
 @dataclass(eq=False)
 class SimRequest:
     """One generation request and its progress, shared by scheduler and HTTP handler."""
@@ -80,6 +88,9 @@ class SimRequest:
     spec_verify_ct: int = 0
     spec_correct_drafts: int = 0
     spec_proposed_drafts: int = 0
+    # verify steps by how many drafts they accepted (index k: k correct), as sglang's
+    # Req.spec_correct_drafts_histogram
+    spec_correct_drafts_histogram: list[int] = field(default_factory=list)
     finished: bool = False
     aborted: bool = False
     event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -299,6 +310,7 @@ class Engine:
                 req.spec_proposed_drafts += self.spec.num_draft_tokens - 1
                 n = min(n, req.max_new_tokens - len(req.output_ids))
                 req.spec_correct_drafts += n - 1
+                _count(req.spec_correct_drafts_histogram, n - 1)
                 self.spec_verify_ct += 1
                 self.spec_accepted_tokens += n
             produced += n

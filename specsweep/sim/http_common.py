@@ -145,6 +145,8 @@ def meta_info(state: ServerState, req: SimRequest, final: bool) -> dict[str, Any
     spec = state.engine.spec
     if spec is not None:
         info["spec_verify_ct"] = req.spec_verify_ct
+        if req.spec_correct_drafts_histogram:  # sglang 0.5.23 sends it once a step verified
+            info["spec_correct_drafts_histogram"] = list(req.spec_correct_drafts_histogram)
         # sglang's tokenizer manager reports the rates only when drafts were proposed:
         # an adaptive server started at steps 0 (1 draft token) reports neither.
         if req.spec_verify_ct and spec.num_draft_tokens > 1:

@@ -19,6 +19,7 @@ from specsweep.config.plan import sweep_variants
 from specsweep.flows.matrix_sweep import matrix_sweep
 from specsweep.flows.nightly_regression import nightly_regression
 from specsweep.results.store import ResultsStore
+from specsweep.search.model import SpecModel
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
@@ -61,6 +62,16 @@ def test_an_adaptive_search_launches_what_can_win_and_keeps_predictions_apart(tm
     assert set(levels["status"]) <= {"ok", "skipped"}
     skipped = levels[levels["status"] == "skipped"]
     assert skipped["output_throughput"].isna().all() and skipped["error"].notna().all()
+
+    # each speculative request carries sglang's histogram of drafts accepted per verify
+    # step, stored as sent; the model reads acceptance per position from it
+    requests = store.read_requests(run_id)
+    spec = requests[requests["variant"] != "baseline"]
+    hists = spec["spec_correct_drafts_histogram"]
+    assert hists.map(lambda h: h is not None and len(h) > 0).all()
+    assert [int(sum(h)) for h in hists] == list(spec["spec_verify_ct"])
+    acc = SpecModel.fit(levels, requests).describe()["acceptance"]
+    assert isinstance(acc, dict) and acc["source"] == "histograms", acc
 
     predictions = store.read_predictions(run_id)
     final = predictions[predictions["stage"] == "final"]

@@ -79,6 +79,13 @@ def test_generate_streaming_chunks(url):
     assert 1 <= final["spec_verify_ct"] < 64
     assert final["spec_accept_length"] == pytest.approx(64 / final["spec_verify_ct"])
     assert 0.0 <= final["spec_accept_rate"] <= 1.0
+    # sglang 0.5.23's per-request histogram: verify steps by drafts accepted (cumulative,
+    # on every chunk once a step verified: not the prefill's), consistent with the counts
+    hist = final["spec_correct_drafts_histogram"]
+    assert sum(hist) == final["spec_verify_ct"]
+    assert sum(k * n for k, n in enumerate(hist)) == final["spec_num_correct_drafts"]
+    assert "spec_correct_drafts_histogram" not in data[0]["meta_info"]
+    assert all(c["meta_info"]["spec_correct_drafts_histogram"] for c in data[1:])
 
 
 def test_generate_non_streaming(url):

@@ -184,6 +184,53 @@ def test_chunks_pin_acceptance_from_one_chain() -> None:
     assert alpha_width(with_chunks) < 0.5 * alpha_width(means_only)
 
 
+def histogram_requests(v: Variant, n_req: int = 40, steps: int = 60, seed: int = 3) -> pd.DataFrame:
+    """The server's per-request histograms of drafts accepted per verify step, sent with
+    a coarse stream (--stream-interval 8: several steps per chunk, chunks no use)."""
+    rng = np.random.default_rng(seed)
+    s = v.resolved_num_steps
+    assert s is not None
+    probs = [q_chain(j) for j in range(1, s + 1)]
+    rows = []
+    for i in range(n_req):
+        hist, total = [0] * (s + 1), 1
+        for _ in range(steps):
+            k = 0
+            while k < s and rng.random() < probs[k]:
+                k += 1
+            hist[k] += 1
+            total += k + 1
+        rows.append({"variant": v.label, "concurrency": LEVELS[i % len(LEVELS)],
+                     "output_tokens": total, "chunk_tokens": [1, total - 1],
+                     "max_chunk_tokens": total - 1, "error": None,
+                     "spec_correct_drafts_histogram": hist})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_servers_histograms_pin_acceptance_where_chunks_cannot() -> None:
+    """sglang reports each request's verify steps by drafts accepted: acceptance per draft
+    position from every step, whatever the stream interval (the chunks here carry many
+    steps each, so they say nothing per position)."""
+    chain = variant(5)
+    levels = synthetic([chain])
+    requests = histogram_requests(chain)
+    with_hist = SpecModel.fit(levels, requests)
+    coarse_chunks = SpecModel.fit(levels, requests.drop(columns="spec_correct_drafts_histogram"))
+    acc = with_hist.describe()["acceptance"]
+    assert isinstance(acc, dict) and acc["source"] == "histograms"
+    assert acc["p"] == pytest.approx(TRUE["p"], abs=0.05), acc
+    assert acc["r"] == pytest.approx(TRUE["r"], abs=0.05), acc
+    means = coarse_chunks.describe()["acceptance"]
+    assert isinstance(means, dict) and means["source"] == "means"
+    assert acc["r_range"][1] - acc["r_range"][0] < 0.5 * (means["r_range"][1] - means["r_range"][0])
+    # a histogram wider than the chain's depth is another shape's: not read as this one's
+    wider = requests.assign(
+        spec_correct_drafts_histogram=[[*h, 1] for h in requests["spec_correct_drafts_histogram"]]
+    )
+    described = SpecModel.fit(levels, wider).describe()["acceptance"]
+    assert isinstance(described, dict) and described["source"] == "means"
+
+
 def test_interval_is_wide_with_one_chain_and_shrinks_with_data() -> None:
     tree = variant(3, 4, 13)
     thin = SpecModel.fit(synthetic([variant(3)]))
