@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -110,20 +111,30 @@ def synthetic(variants: list[Variant], noise: float = 0.005, seed: int = 1) -> p
     return pd.DataFrame(rows)
 
 
-def chunk_requests(v: Variant, n_req: int = 40, out_len: int = 200, seed: int = 2) -> pd.DataFrame:
-    """Streamed chunks, one verify step each: first chunk the prefill token, last truncated."""
+def verify_steps(v: Variant, seed: int) -> Callable[[], int]:
+    """One verify step of chain `v` at a time: how many of its drafts it accepted."""
     rng = np.random.default_rng(seed)
     s = v.resolved_num_steps
     assert s is not None
     probs = [q_chain(j) for j in range(1, s + 1)]
+
+    def step() -> int:
+        k = 0
+        while k < s and rng.random() < probs[k]:
+            k += 1
+        return k
+
+    return step
+
+
+def chunk_requests(v: Variant, n_req: int = 40, out_len: int = 200, seed: int = 2) -> pd.DataFrame:
+    """Streamed chunks, one verify step each: first chunk the prefill token, last truncated."""
+    step = verify_steps(v, seed)
     rows = []
     for i in range(n_req):
         chunks, total = [1], 1
         while total < out_len:
-            length = 1
-            while length <= s and rng.random() < probs[length - 1]:
-                length += 1
-            length = min(length, out_len - total)
+            length = min(step() + 1, out_len - total)
             chunks.append(length)
             total += length
         rows.append({"variant": v.label, "concurrency": LEVELS[i % len(LEVELS)],
@@ -187,17 +198,14 @@ def test_chunks_pin_acceptance_from_one_chain() -> None:
 def histogram_requests(v: Variant, n_req: int = 40, steps: int = 60, seed: int = 3) -> pd.DataFrame:
     """The server's per-request histograms of drafts accepted per verify step, sent with
     a coarse stream (--stream-interval 8: several steps per chunk, chunks no use)."""
-    rng = np.random.default_rng(seed)
+    step = verify_steps(v, seed)
     s = v.resolved_num_steps
     assert s is not None
-    probs = [q_chain(j) for j in range(1, s + 1)]
     rows = []
     for i in range(n_req):
         hist, total = [0] * (s + 1), 1
         for _ in range(steps):
-            k = 0
-            while k < s and rng.random() < probs[k]:
-                k += 1
+            k = step()
             hist[k] += 1
             total += k + 1
         rows.append({"variant": v.label, "concurrency": LEVELS[i % len(LEVELS)],
