@@ -308,9 +308,11 @@ class Engine:
                 correct.append(n - 1)
                 req.spec_verify_ct += 1
                 req.spec_proposed_drafts += self.spec.num_draft_tokens - 1
-                n = min(n, req.max_new_tokens - len(req.output_ids))
+                # the verify's accepted run, as sglang counts it (accept_lens - 1 in
+                # _resolve_spec_v2_tokens), also where max_new_tokens then cuts the output
                 req.spec_correct_drafts += n - 1
                 _count(req.spec_correct_drafts_histogram, n - 1)
+                n = min(n, req.max_new_tokens - len(req.output_ids))
                 self.spec_verify_ct += 1
                 self.spec_accepted_tokens += n
             produced += n

@@ -142,7 +142,8 @@ def test_engine_runs_the_tier_of_its_batch(tmp_path):
     kwargs = {"max_running_requests": 48, "time_scale": 0.0001, "log": lines.append}
     engine = run_engine(lambda: Engine(P, spec, adaptive=rt, **kwargs), [alone, crowd])
     single = alone[0]
-    assert single.spec_verify_ct < 199 and single.spec_correct_drafts == 199 - single.spec_verify_ct
+    kept = 199 - single.spec_verify_ct  # the last verify's run may be cut by max_new_tokens
+    assert single.spec_verify_ct < 199 and kept <= single.spec_correct_drafts <= kept + 1
     for req in crowd:  # all 16 decoded together at steps 0: one token per verify
         assert req.completion_tokens == 50 and req.spec_verify_ct == 49
         assert req.spec_correct_drafts == 0 and req.spec_proposed_drafts == 49  # (2 - 1) each
