@@ -104,6 +104,17 @@ throughput map and the stop rule its "clear lead" bar (6db2231):
   s6k4d16 (default) and s2k4d9 (weak-drafter), the first trees of their top-k, which no
   model can rule out before one tree of that width is measured.
 
+Measured on 2026-12-07, 2 CPUs, the default command at f65db8e (2,666 s): default PASS
+24.3% (9 launches), cheap-verify PASS 34.0% (8), weak-drafter PASS 6.8% (5); every level's
+best and every pivot agree; before-launch predictions median |error| 2.1%, 2.0%, 2.5%, every
+measurement inside its interval (29/29, 35/35, 6/6). Per launch the servers now hold about
+twice what they did at 538e833 (16 against 7 s on default): each variant's levels measure
+more where the decision needs it (load.decide_budget_s) since then. Side by side on the
+same stored grids (`--modes adaptive --out` a copy), specsweep at 7c4015e, before the model
+read the server's `spec_correct_drafts_histogram` (with `--stream-interval 8` it had only
+mean accept lengths): default PASS 22.6% (9 launches), cheap-verify FAIL 39.7% (9),
+weak-drafter PASS 7.1% (6). One adaptive run per side: 22 launches against 24.
+
 Earlier runs, the same command:
 - at d5cabfe (the proportional rate-to-throughput rule, a bar at the best's upper end):
   default PASS 11.5% (9 launches), weak-drafter PASS 2.7% (5), cheap-verify FAIL 37.5% (12
