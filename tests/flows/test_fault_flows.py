@@ -4,16 +4,13 @@ a hang during loading, and the orchestrator SIGKILLed mid-sweep then resumed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 import yaml
-from prefect.settings import PREFECT_API_URL
 
 from specsweep.config import Variant
 from specsweep.config.file import parse_config
@@ -23,6 +20,7 @@ from specsweep.results.store import ResultsStore
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
+from tests.flows.sweep_cli import matrix_sweep_cli
 from tests.flows.test_step_sweep_flow import no_server_left
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
@@ -172,9 +170,7 @@ def test_sigkill_mid_sweep_then_resume_gives_every_row_once(tmp_path, port):
     path.write_text(yaml.safe_dump(data))
     config = parse_config(data)
     store = ResultsStore(config.results_dir)
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    argv = [sys.executable, "-m", "specsweep.cli", "run", "matrix-sweep", "-c", str(path)]
-
+    argv, env = matrix_sweep_cli(path)
     first = subprocess.Popen(
         [*argv, "--run-id", "killed"], env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

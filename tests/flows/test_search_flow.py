@@ -4,14 +4,11 @@ what it stores apart from the measurements, and that a resumed search changes no
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 
 import pytest
 import yaml
-from prefect.settings import PREFECT_API_URL
 
 from specsweep.analysis.answer import analyze_run
 from specsweep.config.file import parse_config
@@ -23,6 +20,7 @@ from specsweep.search.model import SpecModel
 from specsweep.targets.local import LocalRunner
 from tests.conftest import sim_config_data
 from tests.faults.registry import fault
+from tests.flows.sweep_cli import matrix_sweep_cli
 from tests.flows.test_step_sweep_flow import no_server_left
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
@@ -197,8 +195,7 @@ def test_a_search_killed_mid_run_resumes_to_the_same_decision(tmp_path, port):
     store = ResultsStore(config.results_dir)
     reference = analyze_run(store, matrix_sweep(config, run_id="whole")["run_id"])
 
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    argv = [sys.executable, "-m", "specsweep.cli", "run", "matrix-sweep", "-c", str(path)]
+    argv, env = matrix_sweep_cli(path)
     killed = subprocess.Popen(
         [*argv, "--run-id", "killed"], env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
