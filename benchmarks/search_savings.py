@@ -108,8 +108,11 @@ Measured on 2026-12-07, 2 CPUs, the default command at f65db8e (2,666 s): defaul
 24.3% (9 launches), cheap-verify PASS 34.0% (8), weak-drafter PASS 6.8% (5); every level's
 best and every pivot agree; before-launch predictions median |error| 2.1%, 2.0%, 2.5%, every
 measurement inside its interval (29/29, 35/35, 6/6). Per launch the servers now hold about
-twice what they did at 538e833 (16 against 7 s on default): each variant's levels measure
-more where the decision needs it (load.decide_budget_s) since then. Side by side on the
+twice what they did at 538e833 (16 against 7 s on default). Of default's 147.5 s held, the
+phase records give 39.9 s to the drift calibration on the first server and 16.1 s to
+measuring more where the decision needs it (load.decide_budget_s), both added since 538e833;
+47.0 s to the benchmark (the 16.1 s included), 10.4 s to launch-to-ready, 1.1 s to teardowns.
+Side by side on the
 same stored grids (`--modes adaptive --out` a copy), specsweep at 7c4015e, before the model
 read the server's `spec_correct_drafts_histogram` (with `--stream-interval 8` it had only
 mean accept lengths): default PASS 22.6% (9 launches), cheap-verify FAIL 39.7% (9),
