@@ -167,8 +167,11 @@ class _AccObs:
     depth: int
     values: np.ndarray  # [alpha] or [S_1..S_D]
     ses: np.ndarray
-    survival: bool
-    source: str = "means"  # means | chunks | histograms
+    source: str = "means"  # means: [alpha]; chunks or histograms: [S_1..S_D]
+
+    @property
+    def survival(self) -> bool:
+        return self.source != "means"
 
 
 @dataclass
@@ -298,6 +301,20 @@ def _fit_acceptance(chains: list[_AccObs], trees: dict[int, list[_AccObs]]) -> _
     acc.source = next((s for s in ("histograms", "chunks") if s in sources), "means")
     acc.max_depth = max(o.depth for o in all_obs)
     return acc
+
+
+def _ok_requests(label: str, rows: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """The variant's requests without an error, at its ok levels (`rows`)."""
+    req = requests[
+        (requests["variant"] == label) & requests["concurrency"].isin(rows["concurrency"])
+    ]
+    return req[req["error"].isna()] if "error" in req else req
+
+
+def _survival_obs(label: str, depth: int, surv: np.ndarray, total: int, source: str) -> _AccObs:
+    """Per-position survival from `total` verify steps, binomial standard errors (>= 0.01)."""
+    ses = np.maximum(np.sqrt(surv * (1 - surv) / total), 0.01)
+    return _AccObs(label, 0, 1, 1.0, depth, surv, ses, source)
 
 
 def _chunks_add_up(req: pd.DataFrame) -> bool:
@@ -663,9 +680,7 @@ class SpecModel:
                 mean = float(np.average(vals, weights=weights))
                 se = float(vals.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
                 se = max(se, 0.01 * mean)
-                obs = _AccObs(
-                    str(label), s, k, width, depth, np.array([mean]), np.array([se]), False
-                )
+                obs = _AccObs(str(label), s, k, width, depth, np.array([mean]), np.array([se]))
             obs.steps, obs.topk, obs.width = s, k, width
             if width <= 1.0:
                 chains.append(obs)
@@ -687,11 +702,7 @@ class SpecModel:
         """Per-position survival from streamed chunks when each chunk is one verify step."""
         if requests is None or requests.empty or "chunk_tokens" not in requests:
             return None
-        req = requests[
-            (requests["variant"] == label) & requests["concurrency"].isin(rows["concurrency"])
-        ]
-        if "error" in req:
-            req = req[req["error"].isna()]
+        req = _ok_requests(label, rows, requests)
         if req.empty or not _chunks_add_up(req):
             return None
         mx = req.get("max_chunk_tokens")
@@ -709,8 +720,7 @@ class SpecModel:
         if total < 50 or lengths.min() < 1:
             return None
         surv = np.array([(lengths >= i + 1).sum() / total for i in range(1, depth + 1)])
-        ses = np.maximum(np.sqrt(surv * (1 - surv) / total), 0.01)
-        return _AccObs(label, 0, 1, 1.0, depth, surv, ses, True, "chunks")
+        return _survival_obs(label, depth, surv, total, "chunks")
 
     @staticmethod
     def _histogram_obs(
@@ -721,11 +731,7 @@ class SpecModel:
         column = "spec_correct_drafts_histogram"
         if requests is None or requests.empty or column not in requests:
             return None
-        req = requests[
-            (requests["variant"] == label) & requests["concurrency"].isin(rows["concurrency"])
-        ]
-        if "error" in req:
-            req = req[req["error"].isna()]
+        req = _ok_requests(label, rows, requests)
         hists = [np.asarray(h, dtype=np.int64) for h in req[column] if h is not None and len(h)]
         if not hists or len(hists) < len(req):  # every ok request's, or none: not a sample
             return None
@@ -736,9 +742,7 @@ class SpecModel:
         if total < 50 or counts[depth + 1 :].any():  # more accepted than D: not this shape
             return None
         tail = np.cumsum(counts[::-1])[::-1]  # tail[i]: steps that accepted i or more
-        surv = tail[1 : depth + 1] / total
-        ses = np.maximum(np.sqrt(surv * (1 - surv) / total), 0.01)
-        return _AccObs(label, 0, 1, 1.0, depth, surv, ses, True, "histograms")
+        return _survival_obs(label, depth, tail[1 : depth + 1] / total, total, "histograms")
 
     def _fit_cost_points(self, spec: pd.DataFrame) -> None:
         alphas = self._measured.get("alpha", {})
