@@ -364,6 +364,7 @@ class ModeResult:
 
 def analyse(meta: dict[str, Any], results_dir: Path, key: str, mode: str) -> ModeResult:
     from specsweep.analysis.answer import analyze_run
+    from specsweep.results.phases import held_seconds
     from specsweep.results.store import ResultsStore
 
     r = ModeResult(key, mode, meta["scale"], meta["levels"], meta["wall_s"], meta["run_id"])
@@ -375,8 +376,7 @@ def analyse(meta: dict[str, Any], results_dir: Path, key: str, mode: str) -> Mod
     r.launched = sorted({variant for variant, _, _ in files})
     r.launches = len(r.launched)
     for _, _, ph in files:
-        if "held_from_unix" in ph and "held_until_unix" in ph:
-            r.held_s += ph["held_until_unix"] - ph["held_from_unix"]
+        r.held_s += held_seconds(ph)  # every hold of the variant, relaunches included
         r.benchmark_s += ph.get("benchmark_s", 0.0)
         r.launch_s += ph.get("launch_to_ready_s", 0.0)
     try:

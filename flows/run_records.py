@@ -4,6 +4,7 @@ answer after the last variant, and the one-line form of a variant's error."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -109,7 +110,11 @@ def finish_run(
     store.write_run(row)
     levels = store.read_levels(run_id)
     summary = summarize(
-        levels, store.read_predictions(run_id), search_stop, store.read_host_plans(run_id)
+        levels,
+        store.read_predictions(run_id),
+        search_stop,
+        store.read_host_plans(run_id),
+        json.loads(row["phases"]),
     )
     memory = gpu_memory_lines(store.read_phase_files(run_id))
     markdown = summary_markdown(run_id, summary, errors, memory)

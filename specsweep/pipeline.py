@@ -40,7 +40,7 @@ from specsweep.loadgen.calibration import DriftBands, DriftCalibration, calibrat
 from specsweep.loadgen.metrics import compute_level_metrics
 from specsweep.loadgen.runner import LevelResult
 from specsweep.results.drift import Drift
-from specsweep.results.phases import Phases
+from specsweep.results.phases import Phases, carried_over
 from specsweep.results.rows import RunContext, level_row, request_rows, skipped_level_row
 from specsweep.results.store import ResultsStore
 from specsweep.search.pruning import skip_reason
@@ -201,8 +201,14 @@ class VariantServer:
     # --- the target's hold: when this variant's server owned the GPUs --------------
     def __enter__(self) -> VariantServer:
         """Record when the hold began before anything starts: a host lost mid-variant
-        still leaves when its server began."""
-        self._held = {"held_from_unix": time.time()}
+        still leaves when its server began. A relaunch in the same run (a retry, a resumed
+        search) adds to the earlier launches' record (results/phases.py), so the run's
+        server time and a search's budget count every launch."""
+        earlier = self.store.read_phase_record(self.ctx.run_id, self.label, self.ctx.target)
+        seconds, held = carried_over(earlier)
+        for name, value in seconds.items():
+            self.phases.seconds[name] = round(self.phases.seconds.get(name, 0.0) + value, 3)
+        self._held = held | {"held_from_unix": time.time()}
         self._write_phases()
         return self
 
@@ -216,6 +222,13 @@ class VariantServer:
             self.teardown()
         finally:
             self._held["held_until_unix"] = time.time()
+            self._write_phases()
+
+    def _alive(self) -> None:
+        """After each level: its seconds, and the hold's last sign of life should its
+        process be killed (results/phases.py). Nothing before the hold began (__enter__)."""
+        if self._held:
+            self._held["alive_unix"] = time.time()
             self._write_phases()
 
     def _write_phases(self) -> None:
@@ -418,6 +431,7 @@ class VariantServer:
             shares = self.trace.level_shares(self._read_log()) if self.trace else None
             row = self._write_level(shape, concurrency, load, result, shares)
         self._measured[shape.label, concurrency] = result
+        self._alive()
         return row
 
     def _write_level(
@@ -518,7 +532,7 @@ class VariantServer:
             shares = self.trace.level_shares(self._read_log()) if self.trace else None
             row = self._write_level(shape, step.concurrency, base, pooled, shares)
         self._measured[shape.label, step.concurrency] = pooled
-        self._write_phases()
+        self._alive()
         return row
 
     def skip_reason(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -26,6 +27,7 @@ from specsweep.analysis.levels import (
 from specsweep.analysis.params import LatencySLO, TrafficMix
 from specsweep.analysis.pivot import Pivot, pivot_points
 from specsweep.analysis.policy import Policy, speculation_policy
+from specsweep.analysis.server_time import ServerTime, server_time
 from specsweep.analysis.shapes import (
     CATEGORY_COLUMNS,
     CATEGORY_INPUTS,
@@ -125,6 +127,8 @@ class SearchView:
     levels: pd.DataFrame  # the answer's rows (answer_rows), every status
     best: pd.DataFrame  # best_per_level of the measured rows
     stored: pd.DataFrame | None = None  # every target's rows (prediction check per target)
+    # variant (or variant@target) -> its phase record: the runs row's `phases`
+    phases: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def present(self) -> bool:
@@ -257,6 +261,11 @@ class SearchView:
         out = out.sort_values(["_o", "target", "concurrency"])
         return out[cols].reset_index(drop=True)
 
+    def server_time(self) -> ServerTime | None:
+        """The run's launches and server time beside its grid's (None: no phase records)."""
+        rows = self.stored if self.stored is not None else self.levels
+        return server_time(self.phases, rows, self.grid_variants())
+
     def check_summary(self) -> tuple[int, int, float]:
         """(levels measured after a prediction, of them inside its 95% interval, the median
         absolute error); (0, 0, NaN) when none."""
@@ -274,10 +283,12 @@ def search_view(
     predictions: pd.DataFrame | None = None,
     stop: str | None = None,
     stored: pd.DataFrame | None = None,
+    phases: Mapping[str, Mapping[str, float]] | None = None,
 ) -> SearchView:
-    """A SearchView of these rows (predictions None: none stored)."""
+    """A SearchView of these rows (predictions None: none stored; phases: the run's phase
+    records, store.read_phases)."""
     preds = empty_predictions() if predictions is None else predictions
-    return SearchView(preds, stop, levels, best, stored)
+    return SearchView(preds, stop, levels, best, stored, dict(phases or {}))
 
 
 @dataclass(frozen=True)
@@ -325,7 +336,10 @@ class CellAnswer:
     @cached_property
     def search(self) -> SearchView:
         """The search's outcome beside the answer (`.present` False without a search)."""
-        return SearchView(self.predictions, self.search_stop, self.levels, self.best, self.stored)
+        phases = json.loads((self.run or {}).get("phases") or "{}")
+        return SearchView(
+            self.predictions, self.search_stop, self.levels, self.best, self.stored, phases
+        )
 
     @property
     def has_search(self) -> bool:

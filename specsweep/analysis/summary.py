@@ -11,6 +11,7 @@ A search's skipped levels are listed apart from the failed ones, and its predict
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,11 +62,13 @@ def summarize(
     predictions: pd.DataFrame | None = None,
     search_stop: str | None = None,
     host_plans: pd.DataFrame | None = None,
+    phases: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Summary:
     """Only levels with status ok enter the comparison; failed ones are listed apart, and
     so are a search's skipped ones (not failures). `predictions`/`search_stop`: the run's
     search, shown apart (store.read_predictions, the runs row). `host_plans`: a fleet's
-    baseline plan; the summary is then its first GPU kind's, as the answer's."""
+    baseline plan; the summary is then its first GPU kind's, as the answer's. `phases`:
+    the run's phase records (store.read_phases), for a search's server time."""
     frames = kind_frames(levels, host_plans)
     stored = levels
     if frames:
@@ -75,7 +78,7 @@ def summarize(
     throughput = metric_table(levels, "output_throughput")
     if throughput.empty:
         empty = pd.DataFrame()
-        view = search_view(rows, empty, predictions, search_stop, stored)
+        view = search_view(rows, empty, predictions, search_stop, stored, phases)
         return Summary(
             empty,
             empty,
@@ -85,7 +88,7 @@ def summarize(
             search=view if view.present else None,
         )
     best = best_per_level(levels)
-    view = search_view(rows, best, predictions, search_stop, stored)
+    view = search_view(rows, best, predictions, search_stop, stored, phases)
     best = best[[c for c in BEST_COLUMNS if c in best.columns]]
     lo, hi = interval_tables(levels, "output_throughput")
     return Summary(
@@ -114,9 +117,13 @@ def summaries_by_shape(
     search = summary.search
     preds = search.predictions if search is not None else None
     stop = search.stop if search is not None else None
+    phases = search.phases if search is not None else None
     return {
         shape: summarize(
-            levels[levels["shape"] == shape], shape_rows(preds, shape, first=i == 0), stop
+            levels[levels["shape"] == shape],
+            shape_rows(preds, shape, first=i == 0),
+            stop,
+            phases=phases,
         )
         for i, shape in enumerate(shapes)
     }

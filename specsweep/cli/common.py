@@ -344,6 +344,7 @@ def _show_wide(
         store.read_predictions(run_id),
         (run or {}).get("search_stop"),
         store.read_host_plans(run_id),
+        store.read_phases(run_id),
     )
     parts = summaries_by_shape(summary, run)
     load = load_text(summary.levels, None if len(parts) == 1 else "")

@@ -53,6 +53,32 @@ def not_launched_text(view: SearchView) -> str | None:
     return text
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def cost_text(view: SearchView) -> str | None:
+    """``4 launches (1 a relaunch) against the grid's 6 (67%); servers held 3.0 min (2.0
+    min of it launch to ready) against the whole grid's estimated 5.2 min (57%; ...)``;
+    None without phase records."""
+    t = view.server_time()
+    if t is None:
+        return None
+    again = t.holds - t.launched
+    relaunched = f" ({again} a relaunch)" if again == 1 else f" ({again} relaunches)"
+    text = (
+        f"{t.holds} launch{'es' if t.holds != 1 else ''}{relaunched if again > 0 else ''} "
+        f"against the grid's {t.grid} ({t.holds / t.grid:.0%}); servers held "
+        f"{_duration(t.held_s)} ({_duration(t.launch_s)} of it launch to ready)"
+    )
+    if t.grid_s is not None and t.time_share is not None:
+        text += (
+            f" against the whole grid's estimated {_duration(t.grid_s)} ({t.time_share:.0%}; "
+            "each variant not launched at this run's median time per launch and per level)"
+        )
+    return text
+
+
 def skipped_text(view: SearchView) -> str | None:
     """``7 levels skipped (not measured: the variant trailed the best)``; None when none."""
     skipped = view.skipped_levels
@@ -80,12 +106,15 @@ def check_text(view: SearchView) -> str | None:
 
 
 def search_lines(view: SearchView | None) -> list[str]:
-    """The CLI's lines (one to three), each starting ``search:``; none without a search."""
+    """The CLI's lines (one to three: what it launched, what that cost, what it skipped
+    and how its predictions fared), each starting ``search:``; none without a search."""
     if view is None or not view.present:
         return []
     first = f"search: {launched_text(view)}"
     rest = not_launched_text(view)
     lines = [f"{first}; {rest}" if rest else first]
+    if (cost := cost_text(view)) is not None:
+        lines.append(f"search: {cost}")
     second = [t for t in (skipped_text(view), check_text(view)) if t]
     if second:
         lines.append("search: " + "; ".join(second))
@@ -98,7 +127,10 @@ def search_headline(view: SearchView | None) -> str | None:
         return None
     text = f"Adaptive search: {launched_text(view)}"
     rest = not_launched_text(view)
-    return text + (f"; {rest}" if rest else "") + ". See the Search section."
+    t = view.server_time()
+    share = t.time_share if t is not None else None
+    cost = f"; its servers held {share:.0%} of the whole grid's estimated time" if share else ""
+    return text + (f"; {rest}" if rest else "") + cost + ". See the Search section."
 
 
 def skipped_table(view: SearchView) -> Table | None:
@@ -221,7 +253,8 @@ def search_paragraphs(view: SearchView | None) -> list[str]:
         return []
     launched = view.launched_variants()
     out = [f"The search {launched_text(view)}: {', '.join(launched)}."]
-    rest = [t for t in (not_launched_text(view), skipped_text(view), check_text(view)) if t]
+    texts = (not_launched_text(view), cost_text(view), skipped_text(view), check_text(view))
+    rest = [t for t in texts if t]
     out += [f"{t[0].upper()}{t[1:]}." for t in rest]
     out.append(SEARCH_NOTE)
     return out

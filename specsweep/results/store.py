@@ -239,6 +239,13 @@ class ResultsStore:
         rel = _phases_rel(run_id, variant, target)
         return self.location.write(rel, json.dumps(phases).encode())
 
+    def read_phase_record(self, run_id: str, variant: str, target: str) -> dict[str, float] | None:
+        """One variant's phase record on one target (None before its first launch)."""
+        rel = _phases_rel(run_id, variant, target)
+        if not self.location.exists(rel):
+            return None
+        return json.loads(self.location.read_bytes(self.location.path(rel)))
+
     def read_phase_files(self, run_id: str) -> list[tuple[str, str | None, dict[str, float]]]:
         """(variant, target, phases) per sidecar; target None for files from before
         targets were in the name."""

@@ -25,6 +25,7 @@ import pandas as pd
 
 from specsweep.analysis.levels import answer_rows
 from specsweep.config import SearchSpec, Variant
+from specsweep.results.phases import held_seconds
 from specsweep.results.schema import SCHEMA_VERSION
 from specsweep.results.store import ResultsStore
 from specsweep.search.model import Predicted, SpecModel
@@ -59,6 +60,7 @@ class SearchStep:
     done: bool  # True: stop launching (why says so); False with no launch: wait
     standings: list[Standing]
     fit_on: tuple[str, ...] = ()
+    budget_spent: bool = False  # stopped (or stopping) because max_launches / minutes ran out
 
 
 @dataclass(frozen=True)
@@ -82,14 +84,11 @@ class RunSoFar:
         """Variants whose server was started in this run (a phase record exists)."""
         return {variant for variant, _, _ in self.phases} | set(self.levels["variant"])
 
-    def held_s(self, now: float | None = None) -> float:
-        """Seconds the run's servers held their GPUs (a running one: until now)."""
+    def held_s(self, now: float | None = None, up: frozenset[str] = frozenset()) -> float:
+        """Seconds the run's servers held their GPUs, every launch of every variant: the
+        ones in `up` (in flight now) until now, a killed one's until its last level."""
         now = time.time() if now is None else now
-        total = 0.0
-        for _, _, p in self.phases:
-            if "held_from_unix" in p:
-                total += max(0.0, p.get("held_until_unix", now) - p["held_from_unix"])
-        return total
+        return sum(held_seconds(p, now if v in up else None) for v, _, p in self.phases)
 
 
 # A measured lead counts (is not a near-tie) when its 95% lower bound clears 1 + margin; the
@@ -256,7 +255,7 @@ def next_step(
         if spec.max_launches is not None and started >= spec.max_launches:
             return f"budget spent: max_launches {spec.max_launches} reached"
         if spec.max_server_minutes is not None:
-            held = so_far.held_s(now) / 60.0
+            held = so_far.held_s(now, frozenset(busy)) / 60.0
             if held >= spec.max_server_minutes:
                 return (
                     f"budget spent: the servers held their GPUs {held:.1f} min "
@@ -268,7 +267,7 @@ def next_step(
         if v.label in launched:
             continue
         if (spent := budget_spent()) is not None and not v.is_baseline:
-            return _stop(spent, fit(), busy)
+            return _stop(spent, fit(), busy, budget=True)
         if v.is_baseline:
             return SearchStep(v, f"{v.label}: the reference every ratio needs", False, [])
         # once a speculative variant is measured the model predicts the next seed: kept
@@ -283,7 +282,7 @@ def next_step(
         return SearchStep(None, "stopped: the baseline has no measured level", True, standings)
     open_ = [s for s in standings if not s.launched]
     if (spent := budget_spent()) is not None:
-        return _stop(spent, (model, standings), busy)
+        return _stop(spent, (model, standings), busy, budget=True)
     blind = [s for s in open_ if not s.predictable]
     why_blind = f" (searching blind: {model.blind})" if model and model.blind else ""
     if blind:
@@ -315,18 +314,26 @@ def _fit_on(model: SpecModel | _Models | None) -> tuple[str, ...]:
     return tuple(model.fit_on) if model is not None else ()
 
 
-def _stop(why: str, fitted: tuple[_Models | None, list[Standing]], busy: set[str]) -> SearchStep:
+def _stop(
+    why: str,
+    fitted: tuple[_Models | None, list[Standing]],
+    busy: set[str],
+    *,
+    budget: bool = False,
+) -> SearchStep:
     model, standings = fitted
     if busy:
-        return SearchStep(None, f"{why}; waiting for the variants in flight", False, standings)
-    return SearchStep(None, why, True, standings, _fit_on(model))
+        why = f"{why}; waiting for the variants in flight"
+        return SearchStep(None, why, False, standings, budget_spent=budget)
+    return SearchStep(None, why, True, standings, _fit_on(model), budget_spent=budget)
 
 
-def not_launched_reason(s: Standing, stop: str) -> str:
-    """Why a grid variant was not launched, in the answer's words."""
+def not_launched_reason(s: Standing, stop: str, budget_spent: bool = False) -> str:
+    """Why a grid variant was not launched, in the answer's words (`stop`: the search's
+    reason to stop; `budget_spent`: it stopped because its budget ran out)."""
     if not s.predictable:
         return f"not launched ({stop}); the model cannot predict it"
-    if stop.startswith("budget spent"):
+    if budget_spent:
         return f"not launched: {stop}; its {_outlook(s)}"
     multi = len({shape for shape, _ in s.predicted}) > 1
     return (
@@ -391,7 +398,9 @@ def record_final(store: ResultsStore, run_id: str, target: str, step: SearchStep
     """Every grid variant predicted from all the run's measurements; the not-launched ones
     with the reason they were not launched."""
     reasons = {
-        s.variant.label: "launched" if s.launched else not_launched_reason(s, step.why)
+        s.variant.label: "launched"
+        if s.launched
+        else not_launched_reason(s, step.why, step.budget_spent)
         for s in step.standings
     }
     final = [Standing(s.variant, s.launched, s.predicted, s.upper, s.at) for s in step.standings]

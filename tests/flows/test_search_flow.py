@@ -15,6 +15,7 @@ from specsweep.config.file import parse_config
 from specsweep.config.plan import sweep_variants
 from specsweep.flows.matrix_sweep import matrix_sweep
 from specsweep.flows.nightly_regression import nightly_regression
+from specsweep.report.search import cost_text
 from specsweep.results.store import ResultsStore
 from specsweep.search.model import SpecModel
 from specsweep.targets.local import LocalRunner
@@ -89,6 +90,15 @@ def test_an_adaptive_search_launches_what_can_win_and_keeps_predictions_apart(tm
     answer = analyze_run(store, run_id)
     assert set(answer.first.throughput.columns) <= set(order)  # the answer: measurements only
     assert answer.search_stop == run["search_stop"]
+    # what it cost, both ways: launches against the grid's, server time held (measured)
+    # against the whole grid's (estimated from this run's launches and levels)
+    cost = answer.first.search.server_time()
+    assert cost is not None and (cost.holds, cost.launched, cost.grid) == (
+        len(order),
+        len(order),
+        len(grid),
+    )
+    assert 0 < cost.launch_s < cost.held_s < cost.grid_s
 
     # a resumed search reads the same store and makes the same choices: nothing new runs
     logs = sorted((config.target.workdir / "logs" / run_id).iterdir())
@@ -233,6 +243,13 @@ def test_a_search_killed_mid_run_resumes_to_the_same_decision(tmp_path, port):
     held_after = _held_from(store, "killed")
     assert {v: held_after[v] for v in complete} == {v: held_before[v] for v in complete}
     assert held_after[seed] > held_before[seed]  # relaunched for its missing level
+    # ... and the run's server time counts both its holds: the killed one until the
+    # level it wrote, beside the relaunch (results/phases.py), as the report says
+    records = {v: p for v, _, p in store.read_phase_files("killed")}
+    assert records[seed]["holds"] == 2 and records[seed]["held_before_s"] > 0
+    assert {records[v]["holds"] for v in records if v != seed} == {1}
+    cost = cost_text(analyze_run(store, "killed").first.search)
+    assert cost is not None and "(1 a relaunch)" in cost, cost
     order = sorted(held_after, key=held_after.get)
     assert order[:3] == ["baseline", "eagle3-s1-k1-d2", seed], order
     assert len(order) <= 4 and set(levels["variant"]) == set(order)

@@ -5,6 +5,7 @@ it for a run without a search. Measured and predicted never mix."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from datetime import timedelta
@@ -54,6 +55,26 @@ NOT_LAUNCHED = [
 ]
 
 
+# The phase records: baseline held 60 s, SPEC 50 s after an earlier hold of 30 s (a
+# relaunch), S4 40 s. Every synthetic level lasts 1 s, so the overheads beyond the levels
+# are 54 s, (80 - 5) / 2 = 37.5 s per hold and 36 s: median 37.5 s. The whole grid: the
+# 180 s held, plus 3 variants not launched at 37.5 + 6 x 1 s, plus the 3 levels not
+# measured (SPEC's failed c=32, S4's skipped two) at 1 s: 313.5 s.
+HOLDS = {
+    "baseline": {"held_from_unix": 100.0, "held_until_unix": 160.0, "launch_to_ready_s": 40.0},
+    SPEC: {
+        "held_from_unix": 200.0, "held_until_unix": 250.0, "held_before_s": 30.0, "holds": 2.0,
+        "launch_to_ready_s": 50.0,
+    },
+    S4: {"held_from_unix": 300.0, "held_until_unix": 340.0, "launch_to_ready_s": 30.0},
+}  # fmt: skip
+COST = (
+    "4 launches (1 a relaunch) against the grid's 6 (67%); servers held 3.0 min (2.0 min of "
+    "it launch to ready) against the whole grid's estimated 5.2 min (57%; each variant not "
+    "launched at this run's median time per launch and per level)"
+)
+
+
 def spec_tput(c: int) -> float:
     return baseline_tput(c) * (1.45 - 0.1 * math.log2(c))
 
@@ -97,6 +118,8 @@ def store(tmp_path_factory) -> ResultsStore:
             skipped.update(error=f"skipped: {SKIP_REASON}", completed=0)
             rows.append(skipped)
     write(store, rows)
+    for variant, record in HOLDS.items():
+        store.write_phases(SEARCH_RUN, variant, "gpu-host", record)
     store.write_run(
         {
             "schema_version": SCHEMA_VERSION,
@@ -106,6 +129,7 @@ def store(tmp_path_factory) -> ResultsStore:
             "started_at": T0,
             "ended_at": T0 + timedelta(hours=1),
             "search_stop": STOP,
+            "phases": json.dumps(store.read_phases(SEARCH_RUN)),
         }
     )
     # Before launch: SPEC predicted at 0.965x its measurement at c=1 (inside its interval),
@@ -272,6 +296,11 @@ def test_run_summary_markdown_lists_skipped_apart(store, answer):
     assert SPEC in failed and S4 not in failed
     assert f"- {S4} c=16: {SKIP_REASON}" in text
     assert "\n\nSearch: launched 3 of 6 variants (stopped: " in text
+    assert "launch to ready" not in text  # no phase records given: no cost
+    summary = summarize(
+        answer.stored, store.read_predictions(SEARCH_RUN), STOP, None, store.read_phases(SEARCH_RUN)
+    )
+    assert f"\n\nSearch: {COST}." in summary_markdown(SEARCH_RUN, summary, {})
     plain = summary_markdown(PLAIN_RUN, summarize(store.read_levels(PLAIN_RUN)), {})
     assert "search" not in plain and "Skipped" not in plain
 
@@ -280,7 +309,19 @@ def _search_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("search:")]
 
 
-def test_cli_summary_says_the_search_in_two_lines(store):
+def test_the_search_states_its_launches_and_server_time_against_the_grids(answer, tmp_path):
+    """Launches are the currency: the run's (every hold, a relaunch included) against the
+    grid's, and the server time it held (measured) against the whole grid's (estimated)."""
+    t = answer.first.search.server_time()
+    assert (t.launched, t.grid, t.holds) == (3, 6, 4)
+    assert t.held_s == pytest.approx(180.0) and t.launch_s == pytest.approx(120.0)
+    assert t.grid_s == pytest.approx(313.5) and t.time_share == pytest.approx(180 / 313.5)
+    md = write_report(answer, tmp_path / "cost").markdown.read_text()
+    assert f"{COST[0].upper()}{COST[1:]}." in md
+    assert "its servers held 57% of the whole grid's estimated time" in md
+
+
+def test_cli_summary_says_the_search_in_three_lines(store):
     result = runner.invoke(app, ["summary", SEARCH_RUN, "--results-dir", str(store.root)])
     assert result.exit_code == 0, result.output
     out = result.output
@@ -288,6 +329,7 @@ def test_cli_summary_says_the_search_in_two_lines(store):
     assert lines == [
         f"search: launched 3 of 6 variants (stopped: {STOP}); 3 not launched: best "
         "predicted 0.97x of the measured best (eagle3-s3-k2-d8 at c=1)",
+        f"search: {COST}",
         "search: 2 levels of 1 variant skipped (not measured, not failures); predicted "
         "before launch vs measured: 8 of 9 levels inside the predicted 95% interval, "
         "median |predicted / measured - 1| 0.0%",
@@ -306,7 +348,7 @@ def test_cli_report_and_plain_summary(store, tmp_path):
         app, ["report", SEARCH_RUN, "--results-dir", str(store.root), "--out", str(tmp_path)]
     )
     assert result.exit_code == 0, result.output
-    assert len(_search_lines(result.output)) == 2
+    assert len(_search_lines(result.output)) == 3
     plain = runner.invoke(app, ["summary", PLAIN_RUN, "--results-dir", str(store.root)])
     assert plain.exit_code == 0, plain.output
     assert "search" not in plain.output and "skipped" not in plain.output
