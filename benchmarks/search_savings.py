@@ -1,5 +1,13 @@
 """How much server time does `search: adaptive` save against the full grid, with the same answer?
 
+Two gates share this script:
+
+- **issue 30's (the default command)**: 20 random simulator profiles the search was never
+  tuned on, the 15-variant grid, PASS on launches, decisions and regret: its docstring and
+  code are in ``benchmarks/search_random.py``, which this script runs unless
+  ``--profiles`` is given (``--out`` and ``--count`` pass through);
+- **issue 17's (``--profiles default cheap-verify weak-drafter``)**, below.
+
 For each of three simulator profiles the script runs the same config twice through the real
 flow (``specsweep.flows.matrix_sweep.matrix_sweep`` in this process, on Prefect's ephemeral API, as
 ``specsweep run matrix-sweep`` does), once with ``search: grid`` and once with ``search:
@@ -64,10 +72,11 @@ benchmarks/adaptive_policy.py: ``--stream-interval 8`` on every server, and time
 (``SPECSWEEP_SIM_TIME_SCALE``) until a baseline decode step at c=1 lasts 0.5 ms of wall
 time; throughputs are printed in simulated tok/s.
 
-    .venv/bin/python benchmarks/search_savings.py                       # ~37 min, 2 CPUs
-    .venv/bin/python benchmarks/search_savings.py --modes adaptive --out DIR  # ~4 min: the
-                                                  # adaptive runs against DIR's stored grids
-    .venv/bin/python benchmarks/search_savings.py --quick   # 1 4 16 64, steps 1 2 4 8: untimed
+    P="--profiles default cheap-verify weak-drafter"
+    .venv/bin/python benchmarks/search_savings.py $P                    # ~37 min, 2 CPUs
+    .venv/bin/python benchmarks/search_savings.py $P --modes adaptive --out DIR  # ~4 min:
+                                                  # the adaptive runs against DIR's grids
+    .venv/bin/python benchmarks/search_savings.py $P --quick  # 1 4 16 64, steps 1 2 4 8
     .venv/bin/python benchmarks/search_savings.py --profiles default --modes grid \\
         --num-steps 1 2 3 --topk 1 2 --quick --out /tmp/ss                # a small grid
     .venv/bin/python benchmarks/search_savings.py --out /tmp/ss --analyse-only   # re-print
@@ -696,6 +705,10 @@ def profile_report(
 
 
 def main() -> int:
+    if "--profiles" not in sys.argv[1:] and "--analyse-only" not in sys.argv[1:]:
+        import search_random  # issue 30's gate (beside this file)
+
+        return search_random.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
