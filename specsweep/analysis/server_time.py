@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specsweep.results.phases import held_seconds
+from specsweep.results.store import target_slug
 
 OK = "ok"
 
@@ -29,22 +30,28 @@ class ServerTime:
     launched: int  # grid variants whose server was started
     grid: int  # variants the run chose among
     holds: int  # servers brought up, relaunches (retries, resumes) included
+    relaunches: int  # of holds, a variant's second or later on the same target
+    grid_launches: int  # the grid's: each variant on as many targets as one ran on here
     held_s: float  # measured: seconds the run's servers held their GPUs
     launch_s: float  # measured: of held_s, launch to ready
     grid_s: float | None  # estimated: the whole grid's held seconds (None: no basis)
 
     @property
     def launch_share(self) -> float:
-        return self.launched / self.grid if self.grid else float("nan")
+        return self.holds / self.grid_launches if self.grid_launches else float("nan")
 
     @property
     def time_share(self) -> float | None:
         return self.held_s / self.grid_s if self.grid_s else None
 
 
-def _variant_of(key: str, known: set[str]) -> str:
-    """A run row's phases key ("variant" or "variant@target") -> the variant."""
-    return key if key in known else key.rpartition("@")[0] or key
+def _key(key: str, known: set[str]) -> tuple[str, str | None]:
+    """A run row's phases key ("variant", or "variant@target" where a variant ran on
+    several targets) -> (variant, target or None)."""
+    if key in known or "@" not in key:
+        return key, None
+    variant, _, target = key.rpartition("@")
+    return variant, target
 
 
 def _seconds(frame: pd.DataFrame) -> pd.Series:
@@ -64,7 +71,8 @@ def server_time(
     if not phases:
         return None
     names = set(grid) | (set(levels["variant"]) if len(levels) else set())
-    records = [(_variant_of(k, names), r) for k, r in phases.items()]
+    keyed = [(*_key(k, names), r) for k, r in phases.items()]
+    records = [(v, r) for v, _, r in keyed]
     held = [held_seconds(r) for _, r in records]
     launched = {v for v, _ in records}
     measured = pd.DataFrame(columns=["variant", "shape", "concurrency", "status", "seconds"])
@@ -78,11 +86,14 @@ def server_time(
     per_cell = ok.groupby(["shape", "concurrency"])["seconds"].median().to_dict()
     # a hold's time beyond its levels: kill-stale, launch to ready, calibration, teardown
     overheads = []
-    for (variant, record), seconds in zip(records, held, strict=True):
+    for (variant, target, record), seconds in zip(keyed, held, strict=True):
         if "held_until_unix" not in record:
             continue
-        mine = ok.loc[ok["variant"] == variant, "seconds"].sum()
-        overheads.append(max(0.0, seconds - float(mine)) / max(1.0, record.get("holds", 1.0)))
+        own = ok["variant"] == variant
+        if target is not None and "target" in ok.columns:
+            own &= ok["target"].map(target_slug) == target_slug(target)
+        measuring = float(ok.loc[own, "seconds"].sum())
+        overheads.append(max(0.0, seconds - measuring) / max(1.0, record.get("holds", 1.0)))
     grid_s: float | None = None
     if overheads and cells and all(c in per_cell for c in cells):
         missing = [v for v in grid if v not in launched]
@@ -95,10 +106,14 @@ def server_time(
             + len(missing) * (statistics.median(overheads) + sum(per_cell.values()))
             + unmeasured
         )
+    holds = int(sum(r.get("holds", 1.0) for _, r in records))
+    per_variant = max(sum(1 for v, _ in records if v == name) for name in launched)
     return ServerTime(
         launched=len(launched & set(grid)) if grid else len(launched),
         grid=len(grid) or len(launched),
-        holds=int(sum(r.get("holds", 1.0) for _, r in records)),
+        holds=holds,
+        relaunches=holds - len(records),
+        grid_launches=(len(grid) or len(launched)) * per_variant,
         held_s=sum(held),
         launch_s=sum(float(r.get("launch_to_ready_s", 0.0)) for _, r in records),
         grid_s=grid_s,

@@ -64,11 +64,11 @@ def cost_text(view: SearchView) -> str | None:
     t = view.server_time()
     if t is None:
         return None
-    again = t.holds - t.launched
+    again = t.relaunches
     relaunched = f" ({again} a relaunch)" if again == 1 else f" ({again} relaunches)"
     text = (
         f"{t.holds} launch{'es' if t.holds != 1 else ''}{relaunched if again > 0 else ''} "
-        f"against the grid's {t.grid} ({t.holds / t.grid:.0%}); servers held "
+        f"against the grid's {t.grid_launches} ({t.launch_share:.0%}); servers held "
         f"{_duration(t.held_s)} ({_duration(t.launch_s)} of it launch to ready)"
     )
     if t.grid_s is not None and t.time_share is not None:

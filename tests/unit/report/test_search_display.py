@@ -313,7 +313,7 @@ def test_the_search_states_its_launches_and_server_time_against_the_grids(answer
     """Launches are the currency: the run's (every hold, a relaunch included) against the
     grid's, and the server time it held (measured) against the whole grid's (estimated)."""
     t = answer.first.search.server_time()
-    assert (t.launched, t.grid, t.holds) == (3, 6, 4)
+    assert (t.launched, t.grid, t.holds, t.relaunches, t.grid_launches) == (3, 6, 4, 1, 6)
     assert t.held_s == pytest.approx(180.0) and t.launch_s == pytest.approx(120.0)
     assert t.grid_s == pytest.approx(313.5) and t.time_share == pytest.approx(180 / 313.5)
     md = write_report(answer, tmp_path / "cost").markdown.read_text()
