@@ -15,19 +15,16 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then its summary.
 	$(VENV)/bin/specsweep demo $(DEMO_ARGS)
 
-# Two workers on two cores. pytest itself at two workers kept the cores busy 65% of the
-# time (/proc/stat, 2026-12-07: 791 busy of 1,218 CPU seconds, 609 s; the rest is servers
-# coming up, timeouts and a lost host waited out, often on both workers at once). Filling
-# that idle time has not paid: a third worker (from a fresh clone, install included:
-# 535-664 s with three, once 763 s; 621-656 s with two) loads the machine enough that the
-# multi-process tests slow down and their measurements get noisier (at three, the
-# decision-flow test read a drift of 224% per pass in 1 of 6 runs; the fleet's
-# slower-host test failed 2 of 10 before its reference ran alone), and the unit tests
-# spread among the process-heavy ones instead of after them took 670 s, within the day's
-# spread (582-682 s in the given order that day), so they stay in order.
-# `make test PYTEST_WORKERS=3` runs three, `PYTEST_WORKERS=0` serially; flags in
-# PYTEST_ARGS.
-PYTEST_WORKERS ?= 2
+# Three workers on two cores. The suite's processes mostly wait (simulated GPU time,
+# Prefect's worker polls and heartbeats, a lost host waited out, servers coming up): at
+# two workers the cores were busy about 64% of the time (2026-12-07, fresh clone: 842 CPU
+# seconds over 684 s of wall), at three 83% (930 over 563 s), so a third worker fills the
+# waiting. Measured that day from a fresh clone (install included): 684 s at two workers,
+# 560-587 s at three. Three once made two tests too noisy to decide (the fleet's
+# slower-host reference measured beside the fleet: it now runs before the fleet starts;
+# a decision-flow drift read during a loaded pass). `make test PYTEST_WORKERS=2` runs
+# two, `PYTEST_WORKERS=0` serially; flags in PYTEST_ARGS.
+PYTEST_WORKERS ?= 3
 test: install refclients  ## The whole test suite.
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
