@@ -17,13 +17,15 @@ demo: install  ## A step sweep on the bundled SGLang simulator (no GPU), then it
 
 # Three workers on two cores. The suite's processes mostly wait (simulated GPU time,
 # Prefect's worker polls and heartbeats, a lost host waited out, servers coming up): at
-# two workers the cores were busy about 64% of the time (2026-12-07, fresh clone: 842 CPU
-# seconds over 684 s of wall), at three 83% (930 over 563 s), so a third worker fills the
-# waiting. Measured that day from a fresh clone (install included): 684 s at two workers,
-# 560-587 s at three. Three once made two tests too noisy to decide (the fleet's
-# slower-host reference measured beside the fleet: it now runs before the fleet starts;
-# a decision-flow drift read during a loaded pass). `make test PYTEST_WORKERS=2` runs
-# two, `PYTEST_WORKERS=0` serially; flags in PYTEST_ARGS.
+# two workers the cores were busy about 64% of the time (2026-12-07: 842 CPU seconds over
+# 684 s of wall), at three 83% (930 over 563 s), so a third worker fills the waiting.
+# Whole `make test` from a fresh clone with an empty HOME (install and the reference
+# clients' download included) that day: 684 s at two workers, 634 and 674 s at three;
+# pytest alone in a clone already installed: 654 s at two, 558-563 s at three. Three once
+# made two tests too noisy to decide: the fleet's slower-host reference, measured beside
+# the fleet (it now runs before the fleet starts), and a decision-flow drift read during a
+# loaded pass. `make test PYTEST_WORKERS=2` runs two, `PYTEST_WORKERS=0` serially; flags
+# in PYTEST_ARGS.
 PYTEST_WORKERS ?= 3
 test: install refclients  ## The whole test suite.
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
