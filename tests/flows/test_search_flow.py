@@ -255,12 +255,17 @@ def test_a_search_killed_mid_run_resumes_to_the_same_decision(tmp_path, port):
     assert len(order) <= 4 and set(levels["variant"]) == set(order)
     assert set(levels["status"]) <= {"ok", "skipped"}
 
-    # The same decision as the uninterrupted search wherever that one is clear.
+    # The same decision as the uninterrupted search wherever that one is clear; where it
+    # decided a tie (c=1 on a loaded machine: s3 best, the 6-step seed within its noise,
+    # one pass of 16 requests each), speculation there too.
     ref = reference.decisions.first
     got = analyze_run(store, "killed").decisions.first
     assert ref is not None and got is not None
+    decided = {j.concurrency: j.choice for j in ref.judgments if j.decided}
+    assert decided.get(1, "baseline") != "baseline", ref.judgments  # speculation pays at c=1
     clear = {j.concurrency: j.choice for j in ref.judgments if j.status == "clear"}
-    assert clear.get(1, "baseline") != "baseline", ref.judgments  # speculation pays at c=1
     assert {c: got.choice_at()[c] for c in clear} == clear, (ref.judgments, got.judgments)
+    speculates = {c for c, choice in decided.items() if choice != "baseline"}
+    assert all(got.choice_at()[c] != "baseline" for c in speculates), got.judgments
     assert no_server_left(port)
     assert LocalRunner(config.target.workdir).state.entries() == []
